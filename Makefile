@@ -1,0 +1,51 @@
+# The project's commands. Every target builds the virtual environment in .venv first, and skips
+# the install when requirements.txt and pyproject.toml have not changed since the last one.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+# Notebooks to execute: all by default, or `make notebooks NB=notebooks/03_many_clocks.ipynb`.
+NB ?= $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
+# Outputs of a notebook must not depend on the machine: compute on the CPU unless told otherwise.
+export HELPERS_DEVICE ?= cpu
+export PYTHONHASHSEED := 0
+export PYDEVD_DISABLE_FILE_VALIDATION := 1
+
+.PHONY: setup lab test test-unit test-notebooks test-browser notebooks experiment bench slides html clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "Python 3.10 or newer is needed, found " + sys.version.split()[0]'
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	@touch $(STAMP)
+
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab notebooks/00_start_here.ipynb
+
+test: $(STAMP)
+	$(PY) -m pytest tests notebooks --nbval --sanitize-with tests/nbval_sanitize.cfg -m "not browser" -p no:cacheprovider
+
+test-unit: $(STAMP)
+	$(PY) -m pytest tests -m "not browser" -p no:cacheprovider
+
+test-notebooks: $(STAMP)
+	$(PY) -m pytest notebooks --nbval --sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider --durations=0
+
+notebooks: $(STAMP)
+	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
+		--ExecutePreprocessor.timeout=900 --ExecutePreprocessor.store_widget_state=True $(NB)
+
+experiment: $(STAMP)
+	$(PY) -m helpers.experiment --out data/extrapolation.json
+
+bench: $(STAMP)
+	$(PY) benchmarks/interactive_latency.py
+	$(PY) benchmarks/bench_helpers.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache build artifacts

@@ -1,0 +1,44 @@
+"""helpers: the encoding and attention code that every notebook of the collection imports.
+
+Pure functions on tensors; device and dtype follow the input or the ``device=`` / ``dtype=``
+arguments. Each module's docstring gives its notation and conventions.
+
+Note: ``helpers.attention`` is the function; the module is ``helpers.attention`` only through
+``import helpers.attention as module`` style imports inside the package.
+"""
+
+# Import the modules first, under private names (the function ``attention`` shadows its module).
+from . import alibi as _alibi
+from . import attention as _attention
+from . import device as _device_module
+from . import exercises as _exercises
+from . import kernels as _kernels
+from . import relative as _relative
+from . import rope as _rope
+from . import sinusoidal as _sinusoidal
+from . import experiment, plots, widgets
+
+from .alibi import *  # noqa: F401,F403,E402
+from .attention import *  # noqa: F401,F403,E402
+from .device import *  # noqa: F401,F403,E402
+from .exercises import *  # noqa: F401,F403,E402
+from .kernels import *  # noqa: F401,F403,E402
+from .relative import *  # noqa: F401,F403,E402
+from .rope import *  # noqa: F401,F403,E402
+from .sinusoidal import *  # noqa: F401,F403,E402
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "experiment",
+    "plots",
+    "widgets",
+    *_alibi.__all__,
+    *_attention.__all__,
+    *_device_module.__all__,
+    *_exercises.__all__,
+    *_kernels.__all__,
+    *_relative.__all__,
+    *_rope.__all__,
+    *_sinusoidal.__all__,
+]

@@ -1,0 +1,64 @@
+"""Slider explorers: controls that update a ``helpers.plots`` drawing and show it as a picture.
+
+Mechanism. The figure is rendered in the kernel to a PNG and shown in an ``ipywidgets.Image``;
+a slider change updates the drawing's artists in place and sends a new PNG. We chose this over
+re-running the whole drawing through ``interactive_output`` (which rebuilds the figure at each
+step and flickers) and over ipympl (one more JupyterLab extension to install, and its canvas is
+not saved in the notebook). The picture of the default state is saved by the drawing's own
+cell, so GitHub shows it; the explorer adds the live version.
+
+Every explorer records the kernel-side time of its last update in ``last_update_s``;
+``benchmarks/interactive_latency.py`` reads it.
+"""
+
+from __future__ import annotations
+
+import time
+
+import ipywidgets
+
+__all__ = ["Explorer"]
+
+
+class Explorer(ipywidgets.VBox):
+    """Controls above a live picture of a ``Drawing``.
+
+    Args:
+        drawing: a ``helpers.plots.Drawing``; each control's name is one of its parameters.
+        controls: ``{parameter name: ipywidgets control}``, in display order.
+        continuous_update: if False, sliders update on release instead of while dragging.
+    """
+
+    def __init__(self, drawing, controls: dict, *, continuous_update: bool = True):
+        unknown = sorted(set(controls) - set(drawing.params))
+        if unknown:
+            raise TypeError(f"controls {unknown} are not parameters of {drawing.name} ({sorted(drawing.params)})")
+        self.drawing = drawing
+        self.controls = dict(controls)
+        self.last_update_s: float | None = None
+        for name, control in self.controls.items():
+            if hasattr(control, "continuous_update"):
+                control.continuous_update = continuous_update
+            control.style.description_width = "initial"
+            control.observe(self._on_change, names="value")
+        drawing.update(**self.values())
+        self.image = ipywidgets.Image(value=drawing.png(), format="png", layout=ipywidgets.Layout(max_width="100%"))
+        bar = ipywidgets.HBox(list(self.controls.values()), layout=ipywidgets.Layout(flex_flow="row wrap"))
+        super().__init__([bar, self.image])
+
+    def values(self) -> dict:
+        """Current value of every control, by parameter name."""
+        return {name: control.value for name, control in self.controls.items()}
+
+    def _on_change(self, change) -> None:
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Update the drawing for the controls' values and send the new picture."""
+        start = time.perf_counter()
+        self.drawing.update(**self.values())
+        self.image.value = self.drawing.png()
+        self.last_update_s = time.perf_counter() - start
+
+    def __repr__(self) -> str:
+        return f"Explorer({self.drawing!r})"
