@@ -1,0 +1,193 @@
+"""Every notebook with a slider explorer, run in JupyterLab in headless Chromium.
+
+For each such notebook: run all cells, then check that no cell failed or wrote to stderr, that
+no widget failed to display ("Error displaying widget", "model not found"), that every explorer
+shows its sliders and its picture, and that pressing ArrowRight (or ArrowLeft at the end of the
+range) on each focused slider makes the explorer send a new picture that the browser paints.
+
+Latency, key press to repainted picture, is measured in the page: from the ``keydown`` event's
+time stamp to two animation frames after the new PNG has been decoded (the frame that shows it
+has been painted by then). The table is printed at the end of the run and saved as
+``artifacts/browser_latency.json``; the goal (median < 100 ms, 95th percentile < 200 ms on two
+cores) is reported, not asserted: a timing depends on the machine's load.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.browser
+
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+EXPLORER_CALL = re.compile(r"helpers\.widgets\.(\w+_explorer)\s*\(")
+PRESSES = int(os.environ.get("BROWSER_PRESSES", "20"))  # key presses per explorer for the latency
+RUN_TIMEOUT_MS = 240_000  # run-all of one notebook, on a busy two-core machine
+REPAINT_TIMEOUT_MS = 10_000  # one key press to a new picture
+SETTLE_S = 0.15  # quiet time after a repaint before the next key press
+
+
+def explorer_calls(path: Path) -> list[str]:
+    """Names of the explorers a notebook calls, in order of appearance."""
+    notebook = nbformat.read(path, as_version=4)
+    return [name for cell in notebook.cells if cell.cell_type == "code"
+            for name in EXPLORER_CALL.findall(cell.source)]
+
+
+def explorer_notebooks() -> list[Path]:
+    source = Path(os.environ.get("BROWSER_NOTEBOOKS", NOTEBOOKS))
+    return [path for path in sorted(source.glob("*.ipynb")) if explorer_calls(path)]
+
+
+# In the page: remember the last key press, and for each explorer picture the times of its repaints.
+PROBE_JS = """
+(images) => {
+  window.__lastKey = null;
+  document.addEventListener('keydown', (e) => { window.__lastKey = e.timeStamp; }, true);
+  window.__paints = images.map(() => []);
+  images.forEach((img, i) => {
+    new MutationObserver(() => {
+      const key = window.__lastKey;
+      img.decode().catch(() => null).then(() => requestAnimationFrame(() => requestAnimationFrame(() => {
+        window.__paints[i].push({key: key, painted: performance.now(), src: img.src});
+      })));
+    }).observe(img, {attributes: true, attributeFilter: ['src']});
+  });
+}
+"""
+
+# Every code cell has run (a number in its prompt) and the kernel is idle.
+DONE_JS = """
+() => {
+  const prompts = [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputPrompt')];
+  const idle = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-ExecutionIndicator[data-status="idle"]');
+  return prompts.length > 0 && idle !== null && prompts.every((p) => /\\[\\d+\\]/.test(p.textContent));
+}
+"""
+
+
+def _clear_outputs(path: Path) -> None:
+    """Remove saved outputs and widget state from the served copy: only live outputs are checked."""
+    notebook = nbformat.read(path, as_version=4)
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    notebook.metadata.pop("widgets", None)
+    nbformat.write(notebook, path)
+
+
+def _run_all(page, lab, name: str) -> None:
+    page.goto(lab.url(name), wait_until="domcontentloaded")
+    page.wait_for_selector(".jp-NotebookPanel .jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000)
+    page.locator("li.lm-MenuBar-item", has_text=re.compile(r"^Run$")).click()
+    page.locator("li.lm-Menu-item", has=page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$"))).click()
+    page.wait_for_function(DONE_JS, timeout=RUN_TIMEOUT_MS, polling=500)
+
+
+def _press_and_wait(page, handle, index: int, key: str) -> float | None:
+    """Press ``key`` on a slider handle; the latency in ms of the first repaint, or None if none came."""
+    before = page.evaluate("(i) => window.__paints[i].length", index)
+    handle.press(key)
+    try:
+        page.wait_for_function("([i, n]) => window.__paints[i].length > n", arg=[index, before],
+                               timeout=REPAINT_TIMEOUT_MS)
+    except Exception:  # Playwright's TimeoutError
+        return None
+    paint = page.evaluate("([i, n]) => window.__paints[i][n]", [index, before])
+    # Let any second frame of the same press arrive before the next press.
+    count = page.evaluate("(i) => window.__paints[i].length", index)
+    while True:
+        time.sleep(SETTLE_S)
+        now = page.evaluate("(i) => window.__paints[i].length", index)
+        if now == count:
+            break
+        count = now
+    return paint["painted"] - paint["key"]
+
+
+def _slider_key(handle, direction: dict) -> str:
+    """ArrowRight, or ArrowLeft while coming back from the end of the range."""
+    value = float(handle.get_attribute("aria-valuenow"))
+    low, high = float(handle.get_attribute("aria-valuemin")), float(handle.get_attribute("aria-valuemax"))
+    if value >= high:
+        direction["sign"] = -1
+    elif value <= low:
+        direction["sign"] = 1
+    return "ArrowRight" if direction["sign"] > 0 else "ArrowLeft"
+
+
+@pytest.mark.parametrize("path", explorer_notebooks(), ids=lambda p: p.stem)
+def test_explorers_in_lab(path, lab, browser, artifacts, latency_rows):
+    names = explorer_calls(path)
+    _clear_outputs(lab.root / path.name)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page_errors: list[str] = []
+    page.on("pageerror", lambda error: page_errors.append(str(error)))
+    try:
+        _run_all(page, lab, path.name)
+        panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
+
+        # No cell failed or wrote to stderr; no widget failed to show.
+        stderr = panel.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+        assert stderr.count() == 0, f"{path.name}: error or stderr output:\n" + "\n---\n".join(stderr.all_inner_texts())
+        text = panel.inner_text()
+        for message in ("Error displaying widget", "model not found"):
+            assert message not in text, f"{path.name}: {message!r} shown in the notebook"
+        assert not page_errors, f"{path.name}: errors in the page: {page_errors}"
+
+        # One live explorer (a box holding the picture) for each explorer call.
+        explorers = panel.locator(".jp-OutputArea-output > .widget-vbox:has(img.widget-image)")
+        assert explorers.count() >= len(names), (
+            f"{path.name}: {len(names)} explorer calls ({names}) but {explorers.count()} explorers shown")
+        images = [explorers.nth(k).locator("img.widget-image").first for k in range(explorers.count())]
+        page.evaluate(PROBE_JS, [image.element_handle() for image in images])
+
+        for k in range(explorers.count()):
+            name = names[k] if k < len(names) else f"explorer {k}"
+            explorer = explorers.nth(k)
+            explorer.scroll_into_view_if_needed()
+            box = images[k].bounding_box()
+            assert box and box["width"] > 100 and box["height"] > 50, f"{path.name}: {name}: picture not shown ({box})"
+            sliders = explorer.locator(".widget-slider")
+            assert sliders.count() > 0, f"{path.name}: {name} shows no slider"
+            handles = []
+            for s in range(sliders.count()):
+                slider = sliders.nth(s)
+                label = slider.locator(".widget-label").first.inner_text()
+                box = slider.bounding_box()
+                assert slider.is_visible() and box and box["width"] > 50, f"{path.name}: {name}: slider {label!r} not shown"
+                handle = slider.locator(".noUi-handle").first
+                assert handle.count() == 1 and handle.is_visible(), f"{path.name}: {name}: slider {label!r} has no handle"
+                handles.append((label, handle, {"sign": 1}))
+
+            # Every slider repaints the picture; together ~PRESSES presses for the latency.
+            latencies, silent = [], []
+            for press in range(max(PRESSES, len(handles))):
+                label, handle, direction = handles[press % len(handles)]
+                latency = _press_and_wait(page, handle, k, _slider_key(handle, direction))
+                if latency is None:
+                    silent.append(label)
+                else:
+                    latencies.append(latency)
+                if press == len(handles) - 1:
+                    explorer.screenshot(path=str(artifacts / f"{path.stem}__{k}_{name}.png"))
+            assert not silent, f"{path.name}: {name}: no new picture after a key press on slider(s) {sorted(set(silent))}"
+            latency_rows.append({
+                "notebook": path.stem, "explorer": name, "sliders": len(handles), "presses": len(latencies),
+                "median_ms": round(float(np.median(latencies)), 1),
+                "p95_ms": round(float(np.percentile(latencies, 95)), 1),
+                "max_ms": round(float(np.max(latencies)), 1),
+            })
+    except Exception:
+        page.screenshot(path=str(artifacts / f"{path.stem}__failure.png"), full_page=True)
+        raise
+    finally:
+        page.close()
+        (artifacts / "browser_latency.json").write_text(json.dumps(latency_rows, indent=1))

@@ -1,0 +1,168 @@
+"""ALiBi slopes and biases against the reference recipe, slow loops and softmax invariants."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import helpers
+
+
+def reference_get_slopes(n: int) -> list[float]:
+    """The ALiBi reference code's ``get_slopes``, transcribed: plain Python floats, recursive."""
+
+    def power_of_2(n):
+        start = 2 ** (-(2 ** -(math.log2(n) - 3)))
+        ratio = start
+        return [start * ratio**i for i in range(n)]
+
+    if math.log2(n).is_integer():
+        return power_of_2(n)
+    closest = 2 ** math.floor(math.log2(n))
+    return power_of_2(closest) + reference_get_slopes(2 * closest)[0::2][: n - closest]
+
+
+@pytest.mark.parametrize("n_heads", range(1, 65))
+def test_slopes_match_reference_code(n_heads):
+    got = helpers.alibi_slopes(n_heads)
+    assert got.dtype == torch.float64 and got.shape == (n_heads,)
+    assert got.tolist() == pytest.approx(reference_get_slopes(n_heads), rel=1e-15, abs=0)
+
+
+def test_slopes_eight_heads_are_halves():
+    assert helpers.alibi_slopes(8).tolist() == [1 / 2**k for k in range(1, 9)]
+
+
+def test_slopes_twelve_heads_interleave_half_powers():
+    expected = [2.0**-k for k in range(1, 9)] + [2.0**-0.5, 2.0**-1.5, 2.0**-2.5, 2.0**-3.5]
+    assert helpers.alibi_slopes(12).tolist() == pytest.approx(expected, rel=1e-15)
+
+
+@pytest.mark.parametrize("n_heads", [1, 2, 4, 16, 32, 64])
+def test_slopes_power_of_two_closed_form(n_heads):
+    h = torch.arange(1, n_heads + 1, dtype=torch.float64)
+    assert torch.allclose(helpers.alibi_slopes(n_heads), 2.0 ** (-8.0 * h / n_heads), rtol=1e-14, atol=0)
+
+
+def slow_bias(n_heads, n_queries, n_keys, causal):
+    slopes = reference_get_slopes(n_heads)
+    out = torch.empty(n_heads, n_queries, n_keys, dtype=torch.float64)
+    for h in range(n_heads):
+        for i in range(n_queries):
+            position = i + n_keys - n_queries  # bottom-right alignment
+            for j in range(n_keys):
+                if causal:
+                    out[h, i, j] = -slopes[h] * (position - j) if j <= position else -math.inf
+                else:
+                    out[h, i, j] = -slopes[h] * abs(position - j)
+    return out
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("shape", [(8, 6, 6), (12, 3, 7), (3, 1, 5), (5, 4, 4)])
+def test_bias_matches_slow_loop(shape, causal):
+    n_heads, n_queries, n_keys = shape
+    got = helpers.alibi_bias(n_heads, n_queries, n_keys, causal=causal, dtype=torch.float64)
+    assert torch.equal(got, slow_bias(n_heads, n_queries, n_keys, causal))
+
+
+def test_causal_bias_is_minus_inf_exactly_above_diagonal():
+    bias = helpers.alibi_bias(4, 9)
+    above = torch.triu(torch.ones(9, 9, dtype=torch.bool), diagonal=1)
+    assert bool(torch.isneginf(bias[:, above]).all())
+    assert bool(torch.isfinite(bias[:, ~above]).all())
+    assert bool((bias[:, ~above] <= 0).all())
+    assert not bool(torch.signbit(torch.diagonal(bias, dim1=-2, dim2=-1)).any())  # +0.0, not -0.0
+
+
+def test_symmetric_bias_is_symmetric_and_depends_on_distance_only():
+    bias = helpers.alibi_bias(8, 10, causal=False, dtype=torch.float64)
+    assert torch.equal(bias, bias.transpose(-2, -1))
+    for k in range(10):
+        diagonal = torch.diagonal(bias, offset=-k, dim1=-2, dim2=-1)  # (H, 10 - k)
+        assert torch.equal(diagonal, diagonal[:, :1].expand_as(diagonal))
+
+
+def test_decoding_rows_are_the_last_rows_of_the_full_bias():
+    full = helpers.alibi_bias(8, 12)
+    for n_queries in (1, 3, 12):
+        assert torch.equal(helpers.alibi_bias(8, n_queries, 12), full[:, -n_queries:])
+    one = helpers.alibi_bias(8, 1, 12, dtype=torch.float64)[:, 0]  # the newest token sees every key
+    distance = torch.arange(11, -1, -1, dtype=torch.float64)
+    assert torch.equal(one, -helpers.alibi_slopes(8)[:, None] * distance + 0.0)
+
+
+def test_decoding_attention_equals_last_rows_of_full_attention():
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(8, 12, 16, dtype=torch.float64) for _ in range(3))  # (H, T, d)
+    full, _ = helpers.attention(q, k, v, bias=helpers.alibi_bias(8, 12, dtype=torch.float64), causal=True)
+    step, _ = helpers.attention(q[:, -2:], k, v, bias=helpers.alibi_bias(8, 2, 12, dtype=torch.float64), causal=True)
+    assert torch.allclose(step, full[:, -2:], atol=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n_heads=st.integers(1, 16), n_keys=st.integers(1, 24), data=st.data())
+def test_key_bias_gives_identical_causal_attention(n_heads, n_keys, data):
+    n_queries = data.draw(st.integers(1, n_keys))
+    scale = data.draw(st.floats(0.0, 3.0))
+    generator = torch.Generator().manual_seed(n_heads * 1000 + n_keys * 10 + n_queries)
+    q = scale * torch.randn(n_heads, n_queries, 8, generator=generator, dtype=torch.float64)  # (H, Tq, d)
+    k = scale * torch.randn(n_heads, n_keys, 8, generator=generator, dtype=torch.float64)  # (H, Tk, d)
+    v = torch.randn(n_heads, n_keys, 4, generator=generator, dtype=torch.float64)
+    distance_form = helpers.alibi_bias(n_heads, n_queries, n_keys, dtype=torch.float64)
+    key_form = helpers.alibi_key_bias(n_heads, n_keys, dtype=torch.float64)  # (H, 1, Tk)
+    out_a, w_a = helpers.attention(q, k, v, bias=distance_form, causal=True)
+    out_b, w_b = helpers.attention(q, k, v, bias=key_form, causal=True)
+    assert torch.allclose(w_a, w_b, atol=1e-12) and torch.allclose(out_a, out_b, atol=1e-12)
+    # Row by row the two forms differ by a constant, -m_h times the query's position.
+    finite = torch.isfinite(distance_form)
+    gap = torch.where(finite, distance_form - key_form, torch.nan)
+    positions = torch.arange(n_queries, dtype=torch.float64) + n_keys - n_queries  # (Tq,)
+    expected = -helpers.alibi_slopes(n_heads)[:, None, None] * positions[None, :, None]  # (H, Tq, 1)
+    assert torch.allclose(gap[finite], expected.expand_as(gap)[finite], atol=1e-12)
+
+
+def test_key_bias_is_not_the_symmetric_form():
+    q = torch.zeros(2, 6, 4)
+    k, v = torch.zeros(2, 6, 4), torch.eye(6).expand(2, 6, 6)
+    _, w_sym = helpers.attention(q, k, v, bias=helpers.alibi_bias(2, 6, causal=False))
+    _, w_key = helpers.attention(q, k, v, bias=helpers.alibi_key_bias(2, 6))
+    assert not torch.allclose(w_sym, w_key, atol=1e-3)
+
+
+def test_decay_distance_is_where_the_ratio_reaches_the_fraction():
+    slopes = helpers.alibi_slopes(8)
+    distance = helpers.alibi_decay_distance(8)
+    assert torch.allclose(torch.exp(-slopes * distance), torch.full((8,), 0.01, dtype=torch.float64), rtol=1e-12)
+    assert distance[0].item() == pytest.approx(2 * math.log(100))
+    assert distance[-1].item() == pytest.approx(256 * math.log(100))
+    half = helpers.alibi_decay_distance(4, fraction=0.5)
+    assert torch.allclose(half, math.log(2) / helpers.alibi_slopes(4))
+
+
+def test_dtype_and_device_follow_arguments():
+    assert helpers.alibi_bias(2, 3, dtype=torch.float16).dtype == torch.float16
+    assert helpers.alibi_key_bias(2, 3, dtype=torch.float64).dtype == torch.float64
+    assert helpers.alibi_bias(2, 3, device="cpu").device.type == "cpu"
+
+
+@pytest.mark.parametrize(
+    "call, error, words",
+    [
+        (lambda: helpers.alibi_slopes(0), ValueError, "n_heads"),
+        (lambda: helpers.alibi_slopes(2.0), TypeError, "n_heads"),
+        (lambda: helpers.alibi_bias(2, 5, 3), ValueError, "n_queries"),
+        (lambda: helpers.alibi_bias(2, -1), ValueError, "n_queries"),
+        (lambda: helpers.alibi_bias(2, 3, causal=1), TypeError, "causal"),
+        (lambda: helpers.alibi_bias(2, 3, dtype=torch.int64), TypeError, "dtype"),
+        (lambda: helpers.alibi_key_bias(0, 3), ValueError, "n_heads"),
+        (lambda: helpers.alibi_decay_distance(4, fraction=1.5), ValueError, "fraction"),
+    ],
+)
+def test_bad_input_names_the_argument(call, error, words):
+    with pytest.raises(error, match=words):
+        call()

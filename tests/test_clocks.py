@@ -1,0 +1,113 @@
+"""Clock drawings and explorers (notebooks 02 and 03): update them, then read the artists' data back."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import helpers
+from helpers.plots import binary_counter, clock_hands, many_clocks, one_clock, pe_dimensions, period_schedules
+
+
+def test_one_clock_hand_curves_and_collision_follow_theta_and_m():
+    drawing = one_clock(theta=math.pi / 4, m=3)
+    hand = drawing.artists["hand"]
+    np.testing.assert_allclose(np.asarray(hand.get_data())[:, 1], [math.cos(3 * math.pi / 4), math.sin(3 * math.pi / 4)])
+    assert drawing.artists["collision"]["k"] == 8  # period 8 tokens
+    drawing.update(theta=2 * math.pi / 10, m=7)
+    x, y = (np.asarray(v)[1] for v in hand.get_data())
+    assert (x, y) == pytest.approx((math.cos(7 * 2 * math.pi / 10), math.sin(7 * 2 * math.pi / 10)))
+    positions = np.arange(16)
+    np.testing.assert_allclose(drawing.artists["cos_line"].get_ydata(), np.cos(positions * 2 * math.pi / 10))
+    np.testing.assert_allclose(drawing.artists["sin_line"].get_ydata(), np.sin(positions * 2 * math.pi / 10))
+    assert list(drawing.artists["marker"].get_xdata()) == [7, 7]
+    assert drawing.artists["collision"]["k"] == 10
+    assert "k = 10" in drawing.artists["note"].get_text()
+    # The ring marks p_(m+k), on top of p_m for an exact return.
+    ring = np.asarray(drawing.artists["ring"].get_data())[:, 0]
+    assert ring == pytest.approx((x, y))
+
+
+def test_one_clock_collision_matches_brute_force_when_period_is_not_whole():
+    drawing = one_clock(theta=1.0, m=0, max_shift=100)
+    brute = min(range(1, 101), key=lambda k: math.hypot(math.cos(k) - 1, math.sin(k)))
+    assert drawing.artists["collision"]["k"] == brute
+    assert drawing.artists["collision"]["distance"] == pytest.approx(math.hypot(math.cos(brute) - 1, math.sin(brute)))
+
+
+def test_one_clock_renders_after_updates_that_change_the_x_range():
+    drawing = one_clock()
+    first = drawing.render().copy()
+    drawing.update(m=40)  # beyond n_positions: the curve axis widens
+    assert drawing.fig.axes[1].get_xlim()[1] >= 40
+    assert not np.array_equal(first, drawing.render())
+    assert drawing.png().startswith(b"\x89PNG")
+
+
+def test_one_clock_rejects_bad_parameters():
+    with pytest.raises(ValueError):
+        one_clock(theta=0.0)
+    with pytest.raises(TypeError):
+        one_clock(m=1.5)
+    with pytest.raises(TypeError):
+        one_clock().update(speed=1.0)
+
+
+def test_clock_hands_point_where_the_article_says():
+    drawing = clock_hands(math.pi / 4, (0, 1, 2, 3))
+    tips = [np.asarray(line.get_data())[:, 1] for line in drawing.artists["hands"]]
+    s = math.sqrt(2) / 2
+    np.testing.assert_allclose(tips, [[1, 0], [s, s], [0, 1], [-s, s]], atol=1e-12)
+
+
+def test_many_clocks_heat_map_periods_and_distance_follow_base_and_d():
+    drawing = many_clocks(base=10000.0, d=8, n_positions=64, max_shift=200)
+    np.testing.assert_allclose(drawing.artists["image"].get_array(), helpers.sinusoidal_pe(64, 8).numpy())
+    periods = drawing.artists["periods"].get_offsets()[:, 1]
+    np.testing.assert_allclose(periods, [2 * math.pi * 10 ** k for k in range(4)], rtol=1e-12)
+    # d = 8: both fast hands return together at 63 tokens, closer than neighbours.
+    assert drawing.artists["found"]["shift"] == 63
+    drawing.update(base=100.0, d=16)
+    assert drawing.artists["image"].get_array().shape == (64, 16)
+    theta = helpers.frequencies(16, 100.0)
+    np.testing.assert_allclose(drawing.artists["periods"].get_offsets()[:, 1], 2 * math.pi / theta.numpy())
+    expected = helpers.shift_distance(torch.arange(1, 200), theta).numpy() / math.sqrt(8)
+    np.testing.assert_allclose(drawing.artists["curve"].get_ydata(), expected)
+    best = int(np.argmin(expected))
+    assert drawing.artists["found"]["shift"] == best + 1
+    assert np.asarray(drawing.artists["closest"].get_data())[:, 0] == pytest.approx((best + 1, expected[best]))
+
+
+def test_many_clocks_distance_never_exceeds_twice_the_norm():
+    drawing = many_clocks(base=10.0, d=4, n_positions=32, max_shift=500)
+    distance = drawing.artists["curve"].get_ydata()
+    assert np.all(distance >= 0) and np.all(distance <= 2 + 1e-12)
+
+
+def test_static_clock_figures_hold_their_data():
+    lines = pe_dimensions(128, 16, pairs=(0, 3)).artists["lines"]
+    np.testing.assert_allclose(lines[1].get_ydata(), helpers.sinusoidal_pe(128, 16).numpy()[:, 6])
+    counts = period_schedules(64, 10000.0).artists
+    assert counts["geometric_count"].sum() == counts["arithmetic_count"].sum() == 32
+    # Geometric periods spread over every decade; the arithmetic ones crowd the short end.
+    assert counts["geometric_count"].min() >= 2 and counts["arithmetic_count"][:2].sum() >= 28
+    assert binary_counter(3, 8).png().startswith(b"\x89PNG")
+    with pytest.raises(ValueError):
+        pe_dimensions(64, 8, pairs=(4,))
+
+
+def test_explorers_move_their_drawings():
+    explorer = helpers.widgets.one_clock_explorer()
+    explorer.controls["theta"].value = 1.0
+    assert explorer.drawing.params["theta"] == 1.0 and explorer.last_update_s is not None
+    explorer = helpers.widgets.many_clocks_explorer()
+    controls = explorer.controls
+    assert (controls["base"].min, controls["base"].max) == (1, 6)  # 10 .. 1,000,000 as powers of ten
+    assert (controls["d"].min, controls["d"].max, controls["d"].step) == (4, 256, 2)
+    controls["d"].value = 16
+    assert explorer.drawing.artists["image"].get_array().shape[1] == 16
+    controls["base"].value = 100.0
+    assert explorer.drawing.params["base"] == pytest.approx(100.0)

@@ -1,0 +1,128 @@
+"""Unit tests of the core functions against slow references and closed forms."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy.integrate import quad
+
+import helpers
+from conftest import device_params
+
+
+def slow_pe(positions, d, base=10000.0):
+    """Vaswani's formula written out with Python floats, one entry at a time."""
+    rows = []
+    for m in positions:
+        row = []
+        for i in range(d // 2):
+            angle = m / base ** (2 * i / d)
+            row += [math.sin(angle), math.cos(angle)]
+        rows.append(row)
+    return torch.tensor(rows, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("device", device_params())
+@pytest.mark.parametrize("d,base", [(2, 10000.0), (8, 10000.0), (64, 10000.0), (10, 500.0), (128, 1e6)])
+def test_sinusoidal_pe_matches_the_formula(device, d, base):
+    table = helpers.sinusoidal_pe(50, d, base, device=device, dtype=torch.float64)
+    assert table.shape == (50, d) and table.device.type == device
+    torch.testing.assert_close(table.cpu(), slow_pe(range(50), d, base), atol=1e-12, rtol=0)
+
+
+def test_sinusoidal_pe_accepts_positions_and_follows_their_device():
+    pos = torch.tensor([5, 0, 123456])
+    table = helpers.sinusoidal_pe(pos, 16)
+    assert table.dtype == torch.float32 and table.device == pos.device
+    torch.testing.assert_close(table.double(), slow_pe([5, 0, 123456], 16), atol=1e-6, rtol=0)
+    # Real-valued positions (interpolated) work too.
+    half = helpers.sinusoidal_pe(torch.tensor([0.5]), 4, dtype=torch.float64)
+    torch.testing.assert_close(half, slow_pe([0.5], 4), atol=1e-12, rtol=0)
+    assert helpers.sinusoidal_pe(0, 4).shape == (0, 4)
+
+
+def test_float32_table_is_precise_at_five_million():
+    pos = torch.arange(5_000_000 - 1000, 5_000_001)
+    fast = helpers.sinusoidal_pe(pos, 64).double()
+    exact = helpers.sinusoidal_pe(pos, 64, dtype=torch.float64)
+    assert float((fast - exact).abs().max()) < 1e-6
+    # The common float32 formula of article 001 section 8.1 is far off out here.
+    angle = pos.float()[:, None] * helpers.frequencies(64, dtype=torch.float32)[None, :]
+    assert float((torch.sin(angle).double() - exact[:, 0::2]).abs().max()) > 1e-2
+
+
+@pytest.mark.parametrize("d", [2, 8, 64, 512])
+def test_position_kernel_is_the_normalised_inner_product(d):
+    pe = helpers.sinusoidal_pe(40, d, dtype=torch.float64)
+    gram = pe @ pe.T  # (40, 40)
+    delta = torch.arange(40, dtype=torch.float64)[:, None] - torch.arange(40, dtype=torch.float64)[None, :]
+    torch.testing.assert_close(helpers.position_kernel(delta, d) * d / 2, gram, atol=1e-10, rtol=0)
+
+
+def test_position_kernel_keeps_the_shape_of_its_input():
+    assert helpers.position_kernel(3, 8).shape == ()
+    assert helpers.position_kernel(np.zeros((2, 3)), 8).shape == (2, 3)
+    big = helpers.position_kernel(torch.arange(200_000, dtype=torch.float32), 64)
+    assert big.shape == (200_000,) and big.dtype == torch.float32
+
+
+@pytest.mark.parametrize("base", [100.0, 10000.0])
+@pytest.mark.parametrize("delta", [0.0, 0.5, 3.0, 17.0, 250.0, 4000.0])
+def test_continuous_kernel_matches_quadrature(base, delta):
+    value, _ = quad(lambda t: math.cos(delta * base ** (-t)), 0.0, 1.0, limit=500)
+    assert float(helpers.continuous_kernel(delta, base)) == pytest.approx(value, abs=1e-9)
+
+
+def test_continuous_kernel_is_the_limit_of_many_hands():
+    delta = torch.linspace(0, 300, 61, dtype=torch.float64)
+    limit = helpers.continuous_kernel(delta)
+    gap_64 = (helpers.position_kernel(delta, 64) - limit).abs().max()
+    gap_4096 = (helpers.position_kernel(delta, 4096) - limit).abs().max()
+    assert gap_4096 < gap_64 and gap_4096 < 0.01
+
+
+def test_frequencies_follow_the_geometric_schedule():
+    theta = helpers.frequencies(16, 10000.0)
+    ratios = theta[1:] / theta[:-1]
+    torch.testing.assert_close(ratios, torch.full_like(ratios, 10000.0 ** (-2 / 16)))
+    assert helpers.frequencies(16, dtype=torch.float32).dtype == torch.float32
+
+
+def test_alibi_bias_forms():
+    bias = helpers.alibi_bias(8, 5)
+    slopes = helpers.alibi_slopes(8)
+    torch.testing.assert_close(slopes, torch.tensor([2.0 ** -(k + 1) for k in range(8)], dtype=torch.float64))
+    assert bias.shape == (8, 5, 5)
+    assert float(bias[2, 4, 1]) == pytest.approx(-float(slopes[2]) * 3)
+    assert torch.isneginf(bias[:, 1, 2]).all()
+    sym = helpers.alibi_bias(8, 5, causal=False)
+    torch.testing.assert_close(sym, sym.transpose(-1, -2))
+    decode = helpers.alibi_bias(2, 1, 6)  # one query, the newest of six positions
+    torch.testing.assert_close(decode[:, 0], helpers.alibi_bias(2, 6)[:, -1])
+
+
+def test_default_device_honours_the_environment(monkeypatch):
+    monkeypatch.setenv("HELPERS_DEVICE", "cpu")
+    assert helpers.default_device() == torch.device("cpu")
+    monkeypatch.setenv("HELPERS_DEVICE", "not-a-device")
+    with pytest.raises(ValueError, match="HELPERS_DEVICE"):
+        helpers.default_device()
+    monkeypatch.delenv("HELPERS_DEVICE")
+    expected = "cuda" if torch.cuda.is_available() else None
+    assert expected is None or helpers.default_device().type == expected
+    assert helpers.supports_float64("cpu") and not helpers.supports_float64("mps")
+
+
+def test_check_answer_explains(capsys):
+    assert not helpers.check_answer(None, 1.0, name="period")
+    assert "not answered yet" in capsys.readouterr().out
+    assert not helpers.check_answer([1, 2], 1.0, name="period")
+    assert "expected shape ()" in capsys.readouterr().out
+    assert not helpers.check_answer(6.0, 2 * math.pi, name="period", hint="2π/θ")
+    out = capsys.readouterr().out
+    assert "off by" in out and "2π/θ" in out
+    assert helpers.check_answer(torch.tensor([1.0, 2.0]), [1.0, 2.0], name="v")
+    assert "correct" in capsys.readouterr().out

@@ -1,0 +1,163 @@
+"""T5 buckets against a transcription of the Hugging Face algorithm and hand-computed cases; the
+learned T5 and Shaw biases against slow loops."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import helpers
+
+
+def reference_bucket(relative_position: int, bidirectional: bool, num_buckets: int, max_distance: int):
+    """Hugging Face T5's bucketing, one Python int at a time in float64.
+
+    Returns ``(bucket, tie)``: ``tie`` is True where the value before truncation lies within 1e-6
+    of an integer, the only place where float32 (which T5 uses) and float64 may disagree.
+    """
+    bucket = 0
+    if bidirectional:
+        num_buckets //= 2
+        if relative_position > 0:
+            bucket += num_buckets
+        n = abs(relative_position)
+    else:
+        n = max(-relative_position, 0)
+    max_exact = num_buckets // 2
+    if n < max_exact:
+        return bucket + n, False
+    value = math.log(n / max_exact) / math.log(max_distance / max_exact) * (num_buckets - max_exact)
+    tie = abs(value - round(value)) < 1e-6
+    return bucket + min(max_exact + int(value), num_buckets - 1), tie
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_default_buckets_match_reference_everywhere(bidirectional):
+    rel = torch.arange(-1000, 1001)
+    got = helpers.relative_position_bucket(rel, bidirectional)
+    expected = [reference_bucket(r, bidirectional, 32, 128)[0] for r in rel.tolist()]
+    assert got.tolist() == expected
+    assert got.dtype == torch.int64
+
+
+@settings(max_examples=60, deadline=None)
+@given(bidirectional=st.booleans(), num_buckets=st.integers(4, 160), data=st.data())
+def test_buckets_match_reference_for_any_setting(bidirectional, num_buckets, data):
+    half = num_buckets // 2 if bidirectional else num_buckets
+    max_distance = data.draw(st.integers(half // 2 + 1, 1000))
+    rel = torch.arange(-1200, 1201)
+    got = helpers.relative_position_bucket(rel, bidirectional, num_buckets, max_distance).tolist()
+    for r, g in zip(rel.tolist(), got):
+        want, tie = reference_bucket(r, bidirectional, num_buckets, max_distance)
+        assert g == want or (tie and abs(g - want) == 1), (r, g, want)
+    assert min(got) >= 0 and max(got) < num_buckets
+
+
+def test_hand_computed_buckets():
+    # Bidirectional, 32 buckets, max distance 128: 16 per side, 8 exact, then 8 log buckets over 8..128.
+    past = {0: 0, 1: 1, 7: 7, 8: 8, 11: 8, 12: 9, 16: 10, 22: 10, 23: 11, 32: 12, 64: 14, 90: 14, 91: 15, 5000: 15}
+    for distance, bucket in past.items():
+        # 16: log(16/8) / log(128/8) * 8 = 8/4 = 2 -> 10; 64: log 8 / log 16 * 8 = 6 -> 14.
+        assert helpers.relative_position_bucket(torch.tensor(-distance)).item() == bucket
+        if distance:
+            assert helpers.relative_position_bucket(torch.tensor(distance)).item() == bucket + 16
+    # Unidirectional: 32 buckets, 16 exact; the future folds onto bucket 0.
+    uni = {-16: 16, -32: 21, -64: 26, -128: 31, -1000: 31, 0: 0, 5: 0}
+    for rel, bucket in uni.items():  # -32: 16 + floor(log 2 / log 8 * 16) = 16 + 5
+        assert helpers.relative_position_bucket(torch.tensor(rel), bidirectional=False).item() == bucket
+
+
+def test_buckets_are_monotone_in_distance():
+    distance = torch.arange(0, 2000)
+    for bidirectional in (True, False):
+        buckets = helpers.relative_position_bucket(-distance, bidirectional)
+        assert bool((buckets[1:] >= buckets[:-1]).all())
+
+
+def test_relative_positions_align_bottom_right():
+    rel = helpers.relative_positions(2, 5)
+    assert rel.tolist() == [[-3, -2, -1, 0, 1], [-4, -3, -2, -1, 0]]
+    assert torch.equal(helpers.relative_positions(6)[-2:], helpers.relative_positions(2, 6))
+
+
+def test_t5_bias_is_a_table_lookup():
+    torch.manual_seed(0)
+    module = helpers.T5RelativeBias(3, bidirectional=True, num_buckets=8, max_distance=20)
+    bias = module(5, 7)
+    assert bias.shape == (3, 5, 7)
+    weight = module.embedding.weight.detach()  # (buckets, H)
+    for h in range(3):
+        for i in range(5):
+            for j in range(7):
+                rel = j - (i + 2)
+                bucket, _ = reference_bucket(rel, True, 8, 20)
+                assert bias[h, i, j].item() == weight[bucket, h].item()
+    assert torch.equal(module(7)[:, -5:], bias)  # decoding rows are the last rows
+
+
+def test_t5_bias_with_alibi_values_reproduces_alibi_inside_exact_buckets():
+    # Setting bucket b (exact range) to -m * b makes T5's bias ALiBi's for distances below max_exact.
+    module = helpers.T5RelativeBias(4, bidirectional=False, num_buckets=32, max_distance=128)
+    slopes = helpers.alibi_slopes(4).float()
+    with torch.no_grad():
+        module.embedding.weight.copy_(-torch.arange(32.0)[:, None] * slopes[None, :])
+    t5 = module(16)
+    alibi = helpers.alibi_bias(4, 16)
+    below = torch.isfinite(alibi)
+    assert torch.allclose(t5[below], alibi[below])
+
+
+def slow_shaw(q, table, k_max):
+    n_queries, d = q.shape
+    out = torch.empty(n_queries, n_queries, dtype=q.dtype)
+    for i in range(n_queries):
+        for j in range(n_queries):
+            r = max(-k_max, min(k_max, j - i))
+            out[i, j] = float(q[i] @ table[r + k_max]) / math.sqrt(d)
+    return out
+
+
+def test_shaw_bias_matches_loop_and_clips():
+    torch.manual_seed(0)
+    module = helpers.ShawRelativeBias(head_dim=4, max_relative_position=2)
+    q = torch.randn(2, 6, 4)  # (H, T, d)
+    bias = module(q)
+    assert bias.shape == (2, 6, 6)
+    table = module.embedding.weight.detach()
+    for h in range(2):
+        assert torch.allclose(bias[h], slow_shaw(q[h], table, 2), atol=1e-6)
+    index = module.index(6)
+    assert index[0, 5].item() == index[0, 3].item() == 4  # j - i = 5 and 3 both clip to +2
+    assert index[5, 0].item() == 0
+
+
+def test_shaw_bias_in_attention_is_keys_plus_relative_vectors():
+    torch.manual_seed(1)
+    module = helpers.ShawRelativeBias(head_dim=4, max_relative_position=3)
+    q, k, v = torch.randn(5, 4), torch.randn(5, 4), torch.randn(5, 2)
+    _, weights = helpers.attention(q, k, v, bias=module(q))
+    a = module.embedding(module.index(5)).detach()  # (T, T, d): a_ij
+    scores = torch.einsum("id,ijd->ij", q, k[None, :, :] + a) / 2.0  # e_ij = q_i (k_j + a_ij) / sqrt(4)
+    assert torch.allclose(weights, torch.softmax(scores, dim=-1), atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "call, error, words",
+    [
+        (lambda: helpers.relative_position_bucket([1, 2]), TypeError, "relative_position"),
+        (lambda: helpers.relative_position_bucket(torch.tensor([1.0])), TypeError, "relative_position"),
+        (lambda: helpers.relative_position_bucket(torch.tensor([1]), num_buckets=2), ValueError, "num_buckets"),
+        (lambda: helpers.relative_position_bucket(torch.tensor([1]), max_distance=8), ValueError, "max_distance"),
+        (lambda: helpers.relative_position_bucket(torch.tensor([1]), bidirectional=1), TypeError, "bidirectional"),
+        (lambda: helpers.T5RelativeBias(0), ValueError, "n_heads"),
+        (lambda: helpers.ShawRelativeBias(4, -1), ValueError, "max_relative_position"),
+        (lambda: helpers.ShawRelativeBias(4, 2)(torch.randn(3, 5)), ValueError, "q"),
+    ],
+)
+def test_bad_input_names_the_argument(call, error, words):
+    with pytest.raises(error, match=words):
+        call()

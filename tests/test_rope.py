@@ -1,0 +1,323 @@
+"""RoPE: apply_rope against slow loops and the textbook formulas; scaling against reference numbers."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import helpers
+from helpers.rope import yarn_correction_range
+
+from conftest import device_params
+
+
+# ---------------------------------------------------------------------------------------------
+# Slow, obviously correct references
+
+
+def slow_rope(x, cos, sin, layout, rows=None, rotary_dim=None):
+    """Rotate pair by pair with Python loops, in float64. ``rows[t]``: table row of position t."""
+    x = x.detach().cpu().double()
+    cos, sin = cos.detach().cpu().double(), sin.detach().cpu().double()
+    t_len, d = x.shape[-2], x.shape[-1]
+    r = d if rotary_dim is None else rotary_dim
+    rows = list(range(t_len)) if rows is None else [int(v) for v in rows]
+    out = x.clone()
+    for t in range(t_len):
+        for i in range(r // 2):
+            a, b = (2 * i, 2 * i + 1) if layout == "interleaved" else (i, i + r // 2)
+            c, s = float(cos[rows[t], i]), float(sin[rows[t], i])
+            out[..., t, a] = x[..., t, a] * c - x[..., t, b] * s
+            out[..., t, b] = x[..., t, a] * s + x[..., t, b] * c
+    return out
+
+
+def rotate_half(x):
+    """Hugging Face LLaMA's helper: ``[-x2, x1]``."""
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def hf_apply_rotary_pos_emb(q, cos_full, sin_full):
+    """The textbook formula of Hugging Face LLaMA with full-width ``(T, d)`` tables."""
+    return q * cos_full + rotate_half(q) * sin_full
+
+
+TOL = {torch.float64: 1e-12, torch.float32: 2e-6, torch.bfloat16: 2e-2, torch.float16: 2e-3}
+
+
+# ---------------------------------------------------------------------------------------------
+# apply_rope
+
+
+@pytest.mark.parametrize("device", device_params())
+@pytest.mark.parametrize("layout", helpers.LAYOUTS)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("shape", [(5, 8), (2, 5, 8), (2, 3, 5, 8), (1, 2, 1, 5, 12)])
+def test_apply_rope_matches_slow_loop(device, layout, dtype, shape):
+    torch.manual_seed(0)
+    x = torch.randn(shape, dtype=torch.float64).to(device=device, dtype=dtype)
+    cos, sin = helpers.rope_cos_sin(7, shape[-1], device=device, dtype=torch.float32)
+    got = helpers.apply_rope(x, cos, sin, layout=layout)
+    assert got.dtype == dtype and got.shape == x.shape and got.device == x.device
+    want = slow_rope(x, cos, sin, layout)
+    scale = 4.0  # |x| < 4 here: tolerance relative to the size of the entries
+    assert (got.cpu().double() - want).abs().max().item() <= TOL[dtype] * scale
+
+
+@pytest.mark.parametrize("layout", helpers.LAYOUTS)
+def test_apply_rope_non_contiguous_input(layout):
+    torch.manual_seed(1)
+    x = torch.randn(2, 6, 3, 16, dtype=torch.float64).transpose(1, 2)  # (B, H, T, d), strides of (B, T, H, d)
+    cos, sin = helpers.rope_cos_sin(6, 16, dtype=torch.float64)
+    torch.testing.assert_close(helpers.apply_rope(x, cos, sin, layout=layout), slow_rope(x, cos, sin, layout))
+    for dtype in (torch.float64, torch.float32):
+        odd = torch.randn(3, 6, 17, dtype=dtype)[..., 1:]  # odd storage offset, odd strides
+        kept = odd.clone()
+        torch.testing.assert_close(helpers.apply_rope(odd, cos, sin, layout=layout),
+                                   slow_rope(odd, cos, sin, layout).to(dtype))
+        assert torch.equal(odd, kept)  # the input is never changed
+
+
+@pytest.mark.parametrize("device", device_params())
+def test_half_layout_equals_hugging_face_rotate_half(device):
+    torch.manual_seed(2)
+    q = torch.randn(2, 4, 9, 64, dtype=torch.float64, device=device)  # (B, H, T, d)
+    cos, sin = helpers.rope_cos_sin(9, 64, device=device, dtype=torch.float64)  # (T, d/2)
+    cos_full, sin_full = torch.cat((cos, cos), -1), torch.cat((sin, sin), -1)  # (T, d), as HF builds them
+    torch.testing.assert_close(helpers.apply_rope(q, cos, sin, layout="half"),
+                               hf_apply_rotary_pos_emb(q, cos_full, sin_full), rtol=0, atol=1e-13)
+
+
+def test_interleaved_layout_equals_meta_complex_formula():
+    torch.manual_seed(3)
+    x = torch.randn(2, 9, 4, 32, dtype=torch.float64)  # (B, T, H, d), Meta's order
+    inv_freq, _ = helpers.rope_frequencies(32)
+    freqs_cis = torch.polar(torch.ones(9, 16, dtype=torch.float64), torch.outer(torch.arange(9.0, dtype=torch.float64),
+                                                                                inv_freq))  # (T, d/2)
+    x_c = torch.view_as_complex(x.reshape(2, 9, 4, 16, 2))  # (B, T, H, d/2)
+    meta = torch.view_as_real(x_c * freqs_cis[None, :, None, :]).flatten(3)  # (B, T, H, d)
+    cos, sin = helpers.rope_cos_sin(9, 32, dtype=torch.float64)
+    mine = helpers.apply_rope(x.transpose(1, 2), cos, sin, layout="interleaved").transpose(1, 2)  # (B, T, H, d)
+    torch.testing.assert_close(mine, meta, rtol=0, atol=1e-13)
+
+
+@pytest.mark.parametrize("layout", helpers.LAYOUTS)
+def test_positions_offset_and_index_tensor(layout):
+    torch.manual_seed(4)
+    cos, sin = helpers.rope_cos_sin(40, 8, dtype=torch.float64)  # tables longer than the sequence
+    x = torch.randn(3, 5, 8, dtype=torch.float64)
+    got = helpers.apply_rope(x, cos, sin, layout=layout, positions=30)
+    torch.testing.assert_close(got, slow_rope(x, cos, sin, layout, rows=range(30, 35)))
+    rows = torch.tensor([7, 0, 39, 3, 3])
+    got = helpers.apply_rope(x, cos, sin, layout=layout, positions=rows)
+    torch.testing.assert_close(got, slow_rope(x, cos, sin, layout, rows=rows))
+
+
+@pytest.mark.parametrize("layout", helpers.LAYOUTS)
+def test_decoding_one_token_matches_the_full_sequence(layout):
+    torch.manual_seed(5)
+    cos, sin = helpers.rope_cos_sin(64, 16)
+    x = torch.randn(2, 10, 16)  # (H, T, d)
+    full = helpers.apply_rope(x, cos, sin, layout=layout)
+    last = helpers.apply_rope(x[:, -1:], cos, sin, layout=layout, positions=9)
+    torch.testing.assert_close(last, full[:, -1:], rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("layout", helpers.LAYOUTS)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+def test_partial_rotation_passes_the_tail_through(layout, dtype):
+    torch.manual_seed(6)
+    x = torch.randn(2, 6, 20, dtype=torch.float64).to(dtype)  # d = 20, rotate 8
+    cos, sin = helpers.rope_cos_sin(6, 8, dtype=torch.float64)
+    got = helpers.apply_rope(x, cos, sin, layout=layout, rotary_dim=8)
+    assert torch.equal(got[..., 8:], x[..., 8:])
+    want = slow_rope(x, cos, sin, layout, rotary_dim=8)
+    assert (got.double() - want).abs().max().item() <= TOL[dtype] * 4
+
+
+@settings(max_examples=40, deadline=None)
+@given(half_d=st.integers(1, 16), t=st.integers(1, 12), seed=st.integers(0, 2**16), base=st.floats(2.0, 1e6),
+       layout=st.sampled_from(helpers.LAYOUTS))
+def test_rotation_keeps_norms_and_inverts(half_d, t, seed, base, layout):
+    d = 2 * half_d
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(3, t, d, generator=gen, dtype=torch.float64)
+    cos, sin = helpers.rope_cos_sin(t, d, base, dtype=torch.float64)
+    y = helpers.apply_rope(x, cos, sin, layout=layout)
+    torch.testing.assert_close(y.norm(dim=-1), x.norm(dim=-1))  # a rotation keeps lengths
+    torch.testing.assert_close(helpers.apply_rope(y, cos, -sin, layout=layout), x)  # R_m^T R_m = I
+
+
+@pytest.mark.parametrize("layout", helpers.LAYOUTS)
+def test_gradient_is_the_inverse_rotation(layout):
+    torch.manual_seed(7)
+    x = torch.randn(2, 5, 8, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(2, 5, 8, dtype=torch.float64)
+    cos, sin = helpers.rope_cos_sin(5, 8, dtype=torch.float64)
+    (helpers.apply_rope(x, cos, sin, layout=layout) * g).sum().backward()
+    torch.testing.assert_close(x.grad, helpers.apply_rope(g, cos, -sin, layout=layout))  # d(Rx)/dx = R^T
+    with torch.no_grad():  # the fast path gives the same numbers
+        torch.testing.assert_close(helpers.apply_rope(x, cos, sin, layout=layout),
+                                   slow_rope(x, cos, sin, layout))
+
+
+def test_apply_rope_rejects_bad_input():
+    cos, sin = helpers.rope_cos_sin(4, 8)
+    x = torch.randn(4, 8)
+    with pytest.raises(ValueError, match="layout"):
+        helpers.apply_rope(x, cos, sin, layout="neox")
+    with pytest.raises(TypeError, match="x must be a floating-point"):
+        helpers.apply_rope(torch.ones(4, 8, dtype=torch.int64), cos, sin)
+    with pytest.raises(ValueError, match="rows"):
+        helpers.apply_rope(torch.randn(5, 8), cos, sin)
+    with pytest.raises(ValueError, match="rows 2 .. 5"):
+        helpers.apply_rope(x, cos, sin, positions=2)
+    with pytest.raises(ValueError, match="columns"):
+        helpers.apply_rope(torch.randn(4, 6), cos, sin)
+    with pytest.raises(ValueError, match="rotary_dim"):
+        helpers.apply_rope(x, cos, sin, rotary_dim=3)
+    with pytest.raises(ValueError, match="rotary_dim"):
+        helpers.apply_rope(x, cos, sin, rotary_dim=10)
+    with pytest.raises(TypeError, match="positions"):
+        helpers.apply_rope(x, cos, sin, positions=torch.tensor([0.0, 1.0, 2.0, 3.0]))
+    with pytest.raises(ValueError, match="positions must lie"):
+        helpers.apply_rope(x, cos, sin, positions=torch.tensor([0, 1, 2, 4]))
+    with pytest.raises(ValueError, match="one row index per position"):
+        helpers.apply_rope(x, cos, sin, positions=torch.tensor([0, 1]))
+
+
+# ---------------------------------------------------------------------------------------------
+# Scaling: reference numbers and independent per-pair references
+
+
+def plain_theta(d, base):
+    return [base ** (-2.0 * i / d) for i in range(d // 2)]
+
+
+def test_plain_rope_is_the_geometric_schedule():
+    inv_freq, factor = helpers.rope_frequencies(8)
+    assert factor == 1.0
+    torch.testing.assert_close(inv_freq, torch.tensor([1.0, 0.1, 0.01, 0.001], dtype=torch.float64))
+
+
+def test_linear_scaling_divides_every_speed():
+    inv_freq, factor = helpers.rope_frequencies(64, 10000.0, scaling={"type": "linear", "factor": 4.0})
+    torch.testing.assert_close(inv_freq, torch.tensor(plain_theta(64, 1e4), dtype=torch.float64) / 4.0)
+    assert factor == 1.0
+    # Position interpolation: the table at position m equals the plain table at m / s.
+    cos, sin = helpers.rope_cos_sin(torch.arange(0, 400, 4), 64, scaling={"type": "linear", "factor": 4.0},
+                                    dtype=torch.float64)
+    cos0, sin0 = helpers.rope_cos_sin(100, 64, dtype=torch.float64)
+    torch.testing.assert_close(cos, cos0)
+    torch.testing.assert_close(sin, sin0)
+
+
+def test_ntk_base_reference_number():
+    inv_freq, factor = helpers.rope_frequencies(128, 10000.0, scaling={"type": "ntk", "factor": 8.0})
+    new_base = inv_freq[1].item() ** (-128 / 2)  # θ_1 = b'^(-2/d)
+    assert round(new_base, 2) == 82684.62
+    assert factor == 1.0
+    torch.testing.assert_close(inv_freq, torch.tensor(plain_theta(128, 82684.62264056221), dtype=torch.float64))
+    assert inv_freq[0].item() == 1.0  # the fastest pair is untouched ...
+    assert inv_freq[-1].item() == pytest.approx(plain_theta(128, 1e4)[-1] / 8.0 ** (126 / 126), rel=1e-12)  # ... the slowest / s
+
+
+def test_yarn_reference_numbers():
+    assert yarn_correction_range(128, 10000.0, 2048) == (16, 41)
+    d, s, length = 128, 8.0, 2048
+    inv_freq, factor = helpers.rope_frequencies(d, 10000.0, scaling={"type": "yarn", "factor": s,
+                                                                      "original_max_len": length})
+    assert factor == pytest.approx(0.1 * math.log(8.0) + 1.0) and round(factor, 4) == 1.2079
+    theta = plain_theta(d, 1e4)
+    for i in range(d // 2):
+        ramp = min(max((i - 16) / (41 - 16), 0.0), 1.0)  # 0 below pair 16, 1 above pair 41
+        want = theta[i] * (1 - ramp) + theta[i] / s * ramp
+        assert inv_freq[i].item() == pytest.approx(want, rel=1e-12), i
+    # Pairs below the range turn more than 32 times in L tokens, pairs above it less than once.
+    assert length * theta[15] / (2 * math.pi) > 32 and length * theta[42] / (2 * math.pi) < 1
+
+
+def test_yarn_options_and_tables_carry_the_attention_factor():
+    scaling = {"type": "yarn", "factor": 4.0, "original_max_len": 1024, "attention_factor": 1.5}
+    _, factor = helpers.rope_frequencies(32, scaling=scaling)
+    assert factor == 1.5
+    for dtype in (torch.float64, torch.float32, torch.bfloat16):
+        cos, sin = helpers.rope_cos_sin(50, 32, scaling=scaling, dtype=dtype)
+        torch.testing.assert_close((cos.double() ** 2 + sin.double() ** 2), torch.full((50, 16), 2.25, dtype=torch.float64),
+                                   rtol=2e-2 if dtype == torch.bfloat16 else 1e-6, atol=0)
+    # Hugging Face's spellings are accepted.
+    hf = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024}
+    torch.testing.assert_close(helpers.rope_frequencies(32, scaling=hf)[0],
+                               helpers.rope_frequencies(32, scaling={"type": "yarn", "factor": 4.0,
+                                                                     "original_max_len": 1024})[0])
+
+
+def test_llama3_against_a_per_pair_reference():
+    d, base, s, length = 128, 500000.0, 8.0, 8192
+    inv_freq, factor = helpers.rope_frequencies(d, base, scaling={"type": "llama3", "factor": s,
+                                                                   "original_max_len": length})
+    assert factor == 1.0
+    for i, theta in enumerate(plain_theta(d, base)):
+        wavelength = 2 * math.pi / theta
+        if wavelength < length / 4:
+            want = theta
+        elif wavelength > length:
+            want = theta / s
+        else:
+            smooth = (length / wavelength - 1) / (4 - 1)
+            want = (1 - smooth) * theta / s + smooth * theta
+        assert inv_freq[i].item() == pytest.approx(want, rel=1e-12), i
+    assert inv_freq[0].item() == 1.0 and inv_freq[-1].item() == pytest.approx(plain_theta(d, base)[-1] / 8)
+
+
+def test_dynamic_ntk_grows_with_the_sequence():
+    scaling = {"type": "dynamic", "factor": 4.0, "original_max_len": 2048}
+    plain, _ = helpers.rope_frequencies(64)
+    torch.testing.assert_close(helpers.rope_frequencies(64, scaling=scaling)[0], plain)  # within L: unchanged
+    grown, _ = helpers.rope_frequencies(64, scaling={**scaling, "seq_len": 4096})
+    new_base = 10000.0 * (4.0 * 4096 / 2048 - 3.0) ** (64 / 62)
+    torch.testing.assert_close(grown, torch.tensor(plain_theta(64, new_base), dtype=torch.float64))
+
+
+@pytest.mark.parametrize("scaling, match", [
+    ({"type": "longrope", "factor": 2.0}, "must be one of"),
+    ({"factor": 2.0}, "must be one of"),
+    ({"type": "linear", "factor": 0.0}, "factor"),
+    ({"type": "ntk", "factor": -2.0}, "factor"),
+    ({"type": "linear"}, "missing"),
+    ({"type": "yarn", "factor": 2.0}, "original_max_len"),
+    ({"type": "linear", "factor": 2.0, "beta_fast": 3}, "unknown"),
+    ({"type": "yarn", "factor": 2.0, "original_max_len": 64, "beta_fast": 1.0, "beta_slow": 2.0}, "beta_fast"),
+    ({"type": "yarn", "factor": 2.0, "original_max_len": 0}, "original_max_len"),
+])
+def test_bad_scaling_is_rejected(scaling, match):
+    with pytest.raises(ValueError, match=match):
+        helpers.rope_frequencies(64, scaling=scaling)
+
+
+def test_scaling_must_be_a_dict():
+    with pytest.raises(TypeError, match="scaling"):
+        helpers.rope_frequencies(64, scaling="linear")
+
+
+# ---------------------------------------------------------------------------------------------
+# Precision of low-precision tables
+
+
+@pytest.mark.parametrize("device", device_params())
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_tables_are_correctly_rounded_at_long_positions(device, dtype):
+    positions = torch.tensor([0, 256, 257, 1857, 65_537, 1_000_003, 5_000_000])
+    cos, sin = helpers.rope_cos_sin(positions, 128, 500000.0, device=device, dtype=dtype)
+    inv_freq, _ = helpers.rope_frequencies(128, 500000.0)
+    angle = torch.outer(positions.double(), inv_freq)  # exact enough in float64 at these positions
+    eps = torch.finfo(dtype).eps  # one unit in the last place at 1.0
+    assert (cos.cpu().double() - torch.cos(angle)).abs().max().item() <= eps
+    assert (sin.cpu().double() - torch.sin(angle)).abs().max().item() <= eps
+    # bf16 positions, by contrast, merge 256 and 257, and turn 1857 into 1856.
+    assert torch.tensor([256.0, 257.0, 1857.0]).bfloat16().tolist() == [256.0, 256.0, 1856.0]
