@@ -17,12 +17,17 @@ def _as_array(value):
 
 
 def check_answer(answer, expected, *, name: str = "answer", rtol: float = 1e-3, atol: float = 1e-6,
-                 hint: str = "") -> bool:
+                 hint: str = "") -> None:
     """Compare a learner's ``answer`` with ``expected`` and print one line that explains.
 
     Prints "not answered yet" for ``None``; names a wrong type or shape; for a wrong value, says
-    by how much and where it is furthest off, then the ``hint``. Returns True when correct.
+    by how much and where it is furthest off, then the ``hint``. Returns nothing, so that the
+    notebook shows only the sentence.
     """
+    _verdict(answer, expected, name=name, rtol=rtol, atol=atol, hint=hint)
+
+
+def _verdict(answer, expected, *, name, rtol, atol, hint) -> bool:
     if answer is None or answer is Ellipsis:
         print(f"{name}: not answered yet. Replace the placeholder with your answer and run the cell again.")
         return False

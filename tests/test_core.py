@@ -117,12 +117,14 @@ def test_default_device_honours_the_environment(monkeypatch):
 
 
 def test_check_answer_explains(capsys):
-    assert not helpers.check_answer(None, 1.0, name="period")
+    assert helpers.check_answer(None, 1.0, name="period") is None
     assert "not answered yet" in capsys.readouterr().out
-    assert not helpers.check_answer([1, 2], 1.0, name="period")
+    helpers.check_answer([1, 2], 1.0, name="period")
     assert "expected shape ()" in capsys.readouterr().out
-    assert not helpers.check_answer(6.0, 2 * math.pi, name="period", hint="2π/θ")
+    helpers.check_answer(6.0, 2 * math.pi, name="period", hint="2π/θ")
     out = capsys.readouterr().out
-    assert "off by" in out and "2π/θ" in out
-    assert helpers.check_answer(torch.tensor([1.0, 2.0]), [1.0, 2.0], name="v")
-    assert "correct" in capsys.readouterr().out
+    assert "off by" in out and "2π/θ" in out and "correct" not in out
+    helpers.check_answer(torch.tensor([1.0, 2.0]), [1.0, 2.0], name="v")
+    assert capsys.readouterr().out == "v: correct.\n"
+    helpers.check_answer(torch.tensor([1.0, 2.5, 3.0]), [1.0, 2.0, 3.0], name="v")
+    assert "1 of 3 entries are off; the worst is at index (1,)" in capsys.readouterr().out
