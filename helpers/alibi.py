@@ -1,21 +1,30 @@
-"""ALiBi, attention with linear biases (Press et al. 2022; article 001 §7.4, article 003 §9).
+"""ALiBi, attention with linear biases (Press et al. 2022; article 001 §7.4 and §9.9, article 003 §9).
 
-Notation: ``H`` heads, ``Tq`` queries, ``Tk`` keys, ``m_h`` the slope of head ``h``.
+Notation: ``H`` heads, ``Tq`` queries, ``Tk`` keys, ``m_h`` the slope of head ``h``, distance
+``i - j`` from query ``i`` back to key ``j``.
 
 No position vectors: each head subtracts ``m_h`` times the distance from the score. Queries and
 keys align bottom-right, like ``helpers.attention``: query ``i`` sits at position
 ``i + Tk - Tq``, so when decoding one query against a cache it is the newest position.
+
+Two equivalent ways to write the causal bias. ``alibi_bias`` gives the distance form
+``-m_h (i - j)`` of the paper. The ALiBi reference code and BLOOM add ``+m_h j`` instead
+(``alibi_key_bias``), one row for every query: within a row the two differ by the constant
+``m_h i``, and softmax ignores a constant added to a whole row, so the causal attention weights
+are the same. Without the causal mask they are not: the symmetric ``-m_h |i - j|`` has no
+row-constant form.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 
 from ._checks import check_dtype, check_int
 
-__all__ = ["alibi_slopes", "alibi_bias"]
+__all__ = ["alibi_slopes", "alibi_bias", "alibi_key_bias", "alibi_decay_distance"]
 
 
 def _power_of_two_slopes(n: int) -> list[float]:
@@ -29,7 +38,8 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
 
     For a power of two ``n``, the geometric sequence ``2^(-8/n), 2^(-16/n), ..., 2^(-8)``
     (8 heads: 1/2, 1/4, ..., 1/256). Otherwise the slopes of the closest smaller power of two,
-    followed by every other slope of the next power of two, until there are ``n``.
+    followed by every other slope of the next power of two, until there are ``n``
+    (12 heads: 1/2, ..., 1/256, then 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5).
     """
     n_heads = check_int("n_heads", n_heads, minimum=1)
     if n_heads & (n_heads - 1) == 0:
@@ -39,30 +49,73 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
     return torch.cat((torch.tensor(_power_of_two_slopes(closest), dtype=torch.float64), extra))
 
 
+def _check_causal(causal) -> bool:
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be a bool, got {causal!r}")
+    return causal
+
+
 def alibi_bias(
     n_heads: int, n_queries: int, n_keys: int | None = None, *, causal: bool = True, device=None,
     dtype: torch.dtype = torch.float32,
 ) -> torch.Tensor:
-    """ALiBi bias ``(H, Tq, Tk)`` to add to attention scores.
+    """ALiBi bias ``(H, Tq, Tk)`` to add to attention scores (the distance form of the paper).
 
     Causal: ``-m_h (i - j)`` for ``j <= i`` and ``-inf`` above the diagonal. Not causal:
-    ``-m_h |i - j|``. Query ``i`` sits at position ``i + Tk - Tq`` (bottom-right alignment).
+    ``-m_h |i - j|``. Query ``i`` sits at position ``i + Tk - Tq`` (bottom-right alignment, as in
+    ``helpers.attention``), so the last query is always the newest token.
+
+    Args:
+        n_heads: number of heads ``H`` (slopes from ``alibi_slopes``).
+        n_queries: ``Tq``.
+        n_keys: ``Tk`` (default ``Tq``); with ``causal`` it must be at least ``Tq``.
+        causal: mask the future with ``-inf`` (decoder) or use the symmetric form (encoder).
+        device, dtype: of the result (computed in float64, then cast).
     """
     n_heads = check_int("n_heads", n_heads, minimum=1)
     n_queries = check_int("n_queries", n_queries, minimum=0)
     n_keys = n_queries if n_keys is None else check_int("n_keys", n_keys, minimum=0)
     dtype = check_dtype("dtype", dtype)
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be a bool, got {causal!r}")
+    causal = _check_causal(causal)
     if causal and n_queries > n_keys:
         raise ValueError(f"n_queries ({n_queries}) must be <= n_keys ({n_keys}) when causal")
-    i = torch.arange(n_queries, device=device, dtype=torch.float64)[:, None] + (n_keys - n_queries)  # (Tq, 1)
-    j = torch.arange(n_keys, device=device, dtype=torch.float64)[None, :]  # (1, Tk)
+    i = torch.arange(n_queries, dtype=torch.float64)[:, None] + (n_keys - n_queries)  # (Tq, 1)
+    j = torch.arange(n_keys, dtype=torch.float64)[None, :]  # (1, Tk)
     distance = i - j  # (Tq, Tk)
-    slopes = alibi_slopes(n_heads).to(device)[:, None, None]  # (H, 1, 1)
+    slopes = alibi_slopes(n_heads)[:, None, None]  # (H, 1, 1)
     if causal:
-        bias = -slopes * distance  # (H, Tq, Tk)
+        bias = -slopes * distance.clamp(min=0.0)  # (H, Tq, Tk)
         bias = bias.masked_fill(distance < 0, float("-inf"))
     else:
         bias = -slopes * distance.abs()
-    return bias.to(dtype)
+    bias = bias + 0.0  # turn -0.0 on the diagonal into 0.0
+    return bias.to(dtype=dtype).to(device)  # cast before the move: MPS has no float64
+
+
+def alibi_key_bias(n_heads: int, n_keys: int, *, device=None, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """The row-constant form ``+m_h j`` of the reference code and BLOOM, shape ``(H, 1, Tk)``.
+
+    The same row for every query (it broadcasts over ``Tq``). Row ``i`` of ``alibi_bias`` minus
+    this is the constant ``-m_h i``, so with the causal mask both give the same attention weights.
+    Use it only with ``causal=True``: it is not equivalent to the symmetric form.
+    """
+    n_heads = check_int("n_heads", n_heads, minimum=1)
+    n_keys = check_int("n_keys", n_keys, minimum=0)
+    dtype = check_dtype("dtype", dtype)
+    j = torch.arange(n_keys, dtype=torch.float64)  # (Tk,)
+    bias = alibi_slopes(n_heads)[:, None, None] * j[None, None, :]  # (H, 1, Tk)
+    return bias.to(dtype=dtype).to(device)  # cast before the move: MPS has no float64
+
+
+def alibi_decay_distance(n_heads: int, fraction: float = 0.01) -> torch.Tensor:
+    """For each head, the distance ``ln(1/fraction) / m_h`` (tokens) where the prior weight has fallen
+    to ``fraction`` of the weight on distance 0; ``(H,)`` float64.
+
+    With content switched off a head's weights are ``∝ exp(-m_h k)`` at distance ``k``, so the
+    ratio to the nearest key is ``exp(-m_h k)``; it drops below ``fraction`` just beyond this
+    distance (1%: ``ln 100 / m_h ≈ 4.61 / m_h``; 8 heads: 9.2 tokens for ``m = 1/2``, 1179 for ``1/256``).
+    """
+    n_heads = check_int("n_heads", n_heads, minimum=1)
+    if isinstance(fraction, bool) or not isinstance(fraction, numbers.Real) or not 0.0 < float(fraction) < 1.0:
+        raise ValueError(f"fraction must be a number strictly between 0 and 1, got {fraction!r}")
+    return math.log(1.0 / float(fraction)) / alibi_slopes(n_heads)

@@ -8,12 +8,14 @@ Layout: interleaved, as in the paper, ``p_m = [sin θ_0 m, cos θ_0 m, sin θ_1 
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 
 from ._angles import sin_cos_table
-from ._checks import as_positions, check_base, check_dtype, check_even_dim
+from ._checks import as_positions, check_base, check_dtype, check_even_dim, check_int
 
-__all__ = ["frequencies", "sinusoidal_pe"]
+__all__ = ["frequencies", "sinusoidal_pe", "shift_matrix", "shift_distance", "nearest_collision"]
 
 
 def frequencies(d: int, base: float = 10000.0, *, device=None, dtype: torch.dtype = torch.float64) -> torch.Tensor:
@@ -27,7 +29,7 @@ def frequencies(d: int, base: float = 10000.0, *, device=None, dtype: torch.dtyp
     dtype = check_dtype("dtype", dtype)
     exponent = torch.arange(0, d, 2, dtype=torch.float64) / d  # (d/2,): 2i/d
     theta = torch.pow(torch.tensor(base, dtype=torch.float64), -exponent)
-    return theta.to(device=device, dtype=dtype)
+    return theta.to(dtype=dtype).to(device)  # cast on the CPU first: some devices (MPS) have no float64
 
 
 def sinusoidal_pe(
@@ -56,3 +58,105 @@ def sinusoidal_pe(
         device = pos.device
     sin, cos = sin_cos_table(pos, frequencies(d, base), device=device, dtype=dtype)  # (T, d/2) each
     return torch.stack((sin, cos), dim=-1).reshape(pos.shape[0], d)  # (T, d/2, 2) -> (T, d)
+
+
+def _check_shift(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number of tokens, got {value!r} of type {type(value).__name__}")
+    value = float(value)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"{name} must be a finite number of tokens, got {value}")
+    return value
+
+
+def shift_matrix(k, d: int, base: float = 10000.0, *, device=None, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """The linear map ``M_k`` with ``PE(m + k) = M_k PE(m)`` for every ``m``, shape ``(d, d)``.
+
+    ``M_k`` is block-diagonal: block ``i`` acts on the pair ``[sin mθ_i, cos mθ_i]`` and is the
+    rotation ``[[cos kθ_i, sin kθ_i], [-sin kθ_i, cos kθ_i]]`` (article 001 §4.2). It depends on
+    the shift ``k`` only, never on ``m``. A row vector table ``pe`` of shape ``(T, d)`` is shifted
+    by ``pe @ M_k.T``.
+
+    Args:
+        k: the shift in tokens (an int, or a real number for interpolated positions).
+        d: width, a positive even int.
+        base: the base ``b`` of the geometric schedule, > 1.
+        device, dtype: of the result (float64 by default: the matrix is for checking identities).
+    """
+    k = _check_shift("k", k)
+    d = check_even_dim("d", d)
+    base = check_base("base", base)
+    dtype = check_dtype("dtype", dtype)
+    sin, cos = sin_cos_table(torch.tensor([k], dtype=torch.float64), frequencies(d, base), device=device or "cpu",
+                             dtype=dtype)  # (1, d/2) each
+    sin, cos = sin[0], cos[0]  # (d/2,)
+    even = torch.arange(0, d, 2, device=sin.device)  # (d/2,): the sin slot of each pair
+    matrix = torch.zeros((d, d), dtype=dtype, device=sin.device)
+    matrix[even, even] = cos
+    matrix[even, even + 1] = sin
+    matrix[even + 1, even] = -sin
+    matrix[even + 1, even + 1] = cos
+    return matrix
+
+
+def _as_speeds(theta) -> torch.Tensor:
+    """One angular speed (a number) or a 1-D tensor of them, as float64 ``(n,)``."""
+    if isinstance(theta, bool):
+        raise TypeError("theta must be a number or a 1-D tensor of angular speeds (radians per token), got a bool")
+    if isinstance(theta, numbers.Real):
+        theta = torch.tensor([float(theta)], dtype=torch.float64)
+    if not isinstance(theta, torch.Tensor):
+        raise TypeError(
+            f"theta must be a number or a 1-D tensor of angular speeds (radians per token), got {type(theta).__name__}"
+        )
+    if theta.dim() != 1 or theta.numel() == 0:
+        raise ValueError(f"theta must be a number or a non-empty 1-D tensor of speeds, got shape {tuple(theta.shape)}")
+    if theta.dtype == torch.bool or theta.is_complex():
+        raise TypeError(f"theta must hold real angular speeds, got dtype {theta.dtype}")
+    theta = theta.detach().to(device="cpu", dtype=torch.float64)
+    if not bool(torch.isfinite(theta).all()):
+        raise ValueError("theta must hold finite angular speeds, got a NaN or infinity")
+    return theta
+
+
+def shift_distance(shifts, theta) -> torch.Tensor:
+    """``‖p_(m+k) - p_m‖`` for each shift ``k``: how far a position moves when shifted by ``k`` tokens.
+
+    For clocks turning at speeds ``θ_i`` (one pair ``[sin, cos]`` or ``[cos, sin]`` each) the
+    distance is the same for every ``m``:  ``sqrt(Σ_i 4 sin²(kθ_i / 2))``. It is 0 exactly when every
+    hand is back where it started. Written with ``sin²`` rather than ``d - 2 Σ cos(kθ_i)`` so that
+    near-collisions keep their digits (no cancellation).
+
+    Args:
+        shifts: an int ``K`` (shifts ``0 .. K-1``) or a 1-D tensor of shifts, in tokens.
+        theta: one angular speed (a number, one clock) or a 1-D tensor of speeds, shape ``(n,)``,
+            for example ``frequencies(d, base)``.
+
+    Returns:
+        float64 tensor ``(K,)`` on the CPU.
+    """
+    k = as_positions("shifts", shifts).to(device="cpu", dtype=torch.float64)  # (K,)
+    theta = _as_speeds(theta)  # (n,)
+    half = torch.sin(torch.outer(k, theta) / 2.0)  # (K, n)
+    return 2.0 * torch.sqrt((half * half).sum(dim=1))  # (K,)
+
+
+def nearest_collision(theta, max_shift: int) -> tuple[int, float]:
+    """The shift ``k`` in ``1 .. max_shift`` that brings ``p_(m+k)`` closest to ``p_m``, and that distance.
+
+    The same for every ``m`` (see ``shift_distance``). At ``θ = 2π/10`` it is ``(10, ~0)``: the
+    hand is back after ten tokens. When ``2π/θ`` is not an integer the distance is never exactly 0
+    but can come close. Ties go to the smallest ``k``.
+
+    Args:
+        theta: one angular speed or a 1-D tensor of speeds ``(n,)`` (radians per token).
+        max_shift: the largest shift searched, an int >= 1.
+
+    Returns:
+        ``(k, distance)`` as a Python int and float.
+    """
+    max_shift = check_int("max_shift", max_shift, minimum=1)
+    shifts = torch.arange(1, max_shift + 1, dtype=torch.float64)  # (K,)
+    distance = shift_distance(shifts, theta)  # (K,)
+    best = int(torch.argmin(distance))
+    return best + 1, float(distance[best])

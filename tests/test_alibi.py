@@ -166,3 +166,60 @@ def test_dtype_and_device_follow_arguments():
 def test_bad_input_names_the_argument(call, error, words):
     with pytest.raises(error, match=words):
         call()
+
+
+# Drawings: update them and read the artists back.
+
+def test_alibi_heads_drawing_follows_head_and_content():
+    drawing = helpers.plots.alibi_heads(n_heads=8, head=0)
+    drawing.update(head=3)
+    x, y = drawing.artists["prior_line"].get_data()
+    assert torch.allclose(torch.as_tensor(y), torch.exp(-torch.as_tensor(x, dtype=torch.float64) / 16))
+    cx, cy = drawing.artists["chosen"].get_data()
+    assert list(cx) == [3] and cy[0] == pytest.approx(16 * math.log(100))
+    assert not drawing.artists["content_line"].get_visible()
+    drawing.update(content=2.0)
+    assert drawing.artists["content_line"].get_visible()
+    assert not torch.allclose(torch.as_tensor(drawing.artists["content_line"].get_ydata()), torch.as_tensor(y))
+    drawing.update(n_heads=4, head=7)  # the head is clamped to the last one
+    cx, _ = drawing.artists["chosen"].get_data()
+    assert list(cx) == [3] and len(drawing.artists["all_heads"].get_xdata()) == 4
+    image = drawing.artists["image"].get_array()
+    assert image[5, 2] == pytest.approx(-3 * 2.0**-8) and bool(image.mask[2, 5])
+    assert drawing.png()[:4] == b"\x89PNG"
+
+
+def test_alibi_explorer_head_slider_follows_head_count():
+    explorer = helpers.widgets.alibi_explorer()
+    explorer.controls["head"].value = 7
+    explorer.controls["n_heads"].value = 4
+    assert explorer.controls["head"].max == 3 and explorer.controls["head"].value == 3
+    assert explorer.drawing.params["n_heads"] == 4 and explorer.drawing.params["head"] == 3
+
+
+def test_bias_maps_switch_to_the_symmetric_form():
+    drawing = helpers.plots.alibi_bias_maps(n_heads=4, n_tokens=6)
+    assert bool(drawing.artists["images"][0].get_array().mask[0, 5])
+    drawing.update(causal=False)
+    data = drawing.artists["images"][1].get_array()
+    assert not bool(data.mask.any()) and data[0, 5] == pytest.approx(-5 * 2.0**-4)
+
+
+def test_prior_shapes_marks_the_rebound_of_d8():
+    drawing = helpers.plots.prior_shapes(n_heads=8, d=8, n_distances=6)
+    assert list(drawing.artists["rebound"].get_xdata()) == [4, 5]
+
+
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_bias_on_the_gpu_equals_the_cpu_bias(device):
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    for causal in (True, False):
+        gpu = helpers.alibi_bias(12, 5, 9, causal=causal, device=device)
+        assert gpu.device.type == "cuda"
+        assert torch.equal(gpu.cpu(), helpers.alibi_bias(12, 5, 9, causal=causal))
+    q, k, v = (torch.randn(12, 9, 8, device=device, dtype=torch.float64) for _ in range(3))
+    _, w_a = helpers.attention(q, k, v, bias=helpers.alibi_bias(12, 9, device=device, dtype=torch.float64), causal=True)
+    _, w_b = helpers.attention(q, k, v, bias=helpers.alibi_key_bias(12, 9, device=device, dtype=torch.float64),
+                               causal=True)
+    assert torch.allclose(w_a, w_b, atol=1e-12)

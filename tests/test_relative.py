@@ -161,3 +161,29 @@ def test_shaw_bias_in_attention_is_keys_plus_relative_vectors():
 def test_bad_input_names_the_argument(call, error, words):
     with pytest.raises(error, match=words):
         call()
+
+
+def test_relative_family_drawing_steps_follow_the_buckets():
+    drawing = helpers.plots.relative_family(num_buckets=32, max_distance=128, slope=0.5, clip=4, span=40)
+    k, t5 = drawing.artists["t5"].get_data()
+    _, shaw = drawing.artists["shaw"].get_data()
+    _, alibi = drawing.artists["alibi"].get_data()
+    assert list(t5[:16]) == list(alibi[:16])  # the exact buckets
+    assert t5[16] == t5[18] == -0.5 * 16 and t5[19] == -0.5 * 19  # bucket 16 holds 16-18
+    assert max(shaw) == 0 and min(shaw) == -2.0 and shaw[10] == -2.0
+
+
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_buckets_and_modules_on_the_gpu(device):
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    rel = torch.arange(-3000, 3001)
+    for bidirectional in (True, False):
+        gpu = helpers.relative_position_bucket(rel.to(device), bidirectional)
+        assert gpu.device.type == "cuda"
+        assert torch.equal(gpu.cpu(), helpers.relative_position_bucket(rel, bidirectional))
+    t5 = helpers.T5RelativeBias(4)
+    assert torch.equal(t5.to(device)(6, 9).cpu(), t5.cpu()(6, 9))
+    shaw = helpers.ShawRelativeBias(8, 3)
+    q = torch.randn(2, 5, 8)
+    assert torch.allclose(shaw.to(device)(q.to(device)).cpu(), shaw.cpu()(q), atol=1e-5)
