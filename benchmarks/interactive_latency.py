@@ -36,10 +36,13 @@ def control_values(control, count: int) -> list:
         options = list(control.options)
         values = [o[1] if isinstance(o, tuple) else o for o in options]
         return [values[k % len(values)] for k in range(1, count + 1)]
-    if isinstance(control, (ipywidgets.IntSlider, ipywidgets.BoundedIntText)):
-        return [int(v) for v in np.linspace(control.min, control.max, count).round()]
-    if isinstance(control, (ipywidgets.FloatSlider, ipywidgets.BoundedFloatText)):
-        return [float(v) for v in np.linspace(control.min, control.max, count)]
+    if isinstance(control, (ipywidgets.IntSlider, ipywidgets.FloatSlider, ipywidgets.BoundedIntText,
+                            ipywidgets.BoundedFloatText)):
+        # Only values the control can take: min + k * step.
+        step = getattr(control, "step", None) or 1
+        steps = np.floor((np.linspace(control.min, control.max, count) - control.min) / step + 1e-9)
+        values = [control.min + k * step for k in steps]
+        return [int(v) for v in values] if isinstance(control.value, int) else [float(v) for v in values]
     if isinstance(control, (ipywidgets.Checkbox, ipywidgets.ToggleButton)):
         return [bool(k % 2) for k in range(1, count + 1)]
     raise TypeError(f"no rule to move a {type(control).__name__}")

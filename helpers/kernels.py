@@ -16,10 +16,17 @@ import numpy as np
 import torch
 from scipy.special import sici
 
-from ._checks import check_base, check_even_dim
+from ._checks import check_base, check_even_dim, check_float_tensor
 from .sinusoidal import frequencies
 
-__all__ = ["position_kernel", "continuous_kernel"]
+__all__ = [
+    "position_kernel",
+    "continuous_kernel",
+    "toeplitz_projection",
+    "toeplitz_spread",
+    "block_rotation",
+    "rotation_commuting_matrix",
+]
 
 
 def _as_delta(delta) -> torch.Tensor:
@@ -77,3 +84,89 @@ def continuous_kernel(delta, base: float = 10000.0) -> torch.Tensor:
     ci_low = sici(x[nonzero] / base)[1]
     out[nonzero] = (ci_high - ci_low) / math.log(base)
     return torch.from_numpy(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# How far a (T, T) score matrix is from depending on m - n only (article 000 §7), and the
+# matrices A for which p_mᵀ A p_n keeps depending on m - n only (the door to RoPE, §9).
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_square(name: str, matrix) -> torch.Tensor:
+    matrix = check_float_tensor(name, matrix)
+    if matrix.dim() != 2 or matrix.shape[0] != matrix.shape[1] or matrix.shape[0] == 0:
+        raise ValueError(f"{name} must be a non-empty square matrix (T, T), got shape {tuple(matrix.shape)}")
+    return matrix
+
+
+def toeplitz_projection(matrix) -> torch.Tensor:
+    """Replace every entry ``M[m, n]`` by the mean of its diagonal ``m - n``, shape ``(T, T)``.
+
+    The result depends on ``m - n`` only (a Toeplitz matrix); it is the nearest such matrix to
+    ``matrix`` in the Frobenius norm (an orthogonal projection). Dtype and device follow the input.
+    """
+    matrix = _check_square("matrix", matrix)
+    t = matrix.shape[0]
+    rows = torch.arange(t, device=matrix.device)
+    offset = rows[:, None] - rows[None, :] + (t - 1)  # (T, T): m - n shifted to 0 .. 2T-2
+    sums = torch.zeros(2 * t - 1, dtype=matrix.dtype, device=matrix.device).index_add_(
+        0, offset.reshape(-1), matrix.reshape(-1)  # (T*T,)
+    )  # (2T-1,)
+    counts = torch.bincount(offset.reshape(-1), minlength=2 * t - 1).to(matrix.dtype)  # (2T-1,)
+    return (sums / counts)[offset]  # (T, T)
+
+
+def toeplitz_spread(matrix) -> torch.Tensor:
+    """How far ``matrix`` is from depending on ``m - n`` only: a 0-d tensor in ``[0, 1]``.
+
+    ``‖M - P(M)‖ / ‖M‖`` (Frobenius norms), where ``P(M)`` is ``toeplitz_projection(M)``: the
+    root-mean-square spread of the entries along their diagonals, relative to the size of the
+    entries. 0 exactly when every diagonal is constant; 0 for the zero matrix.
+    """
+    matrix = _check_square("matrix", matrix)
+    total = torch.linalg.matrix_norm(matrix)
+    if float(total) == 0.0:
+        return torch.zeros((), dtype=matrix.dtype, device=matrix.device)
+    return torch.linalg.matrix_norm(matrix - toeplitz_projection(matrix)) / total
+
+
+def _check_angles(name: str, values) -> torch.Tensor:
+    values = check_float_tensor(name, values)
+    if values.dim() != 1 or values.numel() == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D tensor (one value per pair), got shape {tuple(values.shape)}")
+    return values
+
+
+def block_rotation(angles) -> torch.Tensor:
+    """Block-diagonal rotation, shape ``(d, d)`` with ``d = 2 * len(angles)``.
+
+    Block ``i`` turns the pair ``(x_2i, x_2i+1)`` by ``angles[i]`` radians counter-clockwise:
+    ``[[cos φ_i, -sin φ_i], [sin φ_i, cos φ_i]]`` (the interleaved layout of ``sinusoidal_pe``).
+    For the table ``[sin mθ_i, cos mθ_i]`` a shift by ``Δ`` is ``block_rotation(-Δ θ)``:
+    ``p_(m+Δ) = block_rotation(-Δ * theta) @ p_m``. Dtype and device follow ``angles``.
+    """
+    angles = _check_angles("angles", angles)
+    cos, sin = torch.cos(angles), torch.sin(angles)  # (d/2,) each
+    blocks = torch.stack((torch.stack((cos, -sin), -1), torch.stack((sin, cos), -1)), -2)  # (d/2, 2, 2)
+    return torch.block_diag(*blocks)  # (d, d)
+
+
+def rotation_commuting_matrix(scales, angles) -> torch.Tensor:
+    """A block-diagonal ``A`` whose block ``i`` is ``scales[i]`` times a rotation by ``angles[i]``.
+
+    Each block ``[[a, -c], [c, a]]`` commutes with every 2-D rotation, so ``A`` commutes with every
+    ``block_rotation``; then ``p_mᵀ A p_n`` depends on ``m - n`` only (a sufficient condition).
+
+    Args:
+        scales: ``(d/2,)`` float tensor, the scale of each block.
+        angles: ``(d/2,)`` float tensor, the turn of each block in radians.
+
+    Returns:
+        ``(d, d)`` tensor, dtype and device of ``scales``.
+    """
+    scales = _check_angles("scales", scales)
+    angles = _check_angles("angles", angles)
+    if scales.shape != angles.shape:
+        raise ValueError(f"scales and angles must have the same shape (d/2,), got {tuple(scales.shape)} and {tuple(angles.shape)}")
+    rotation = block_rotation(angles.to(device=scales.device, dtype=scales.dtype))  # (d, d)
+    return rotation * scales.repeat_interleave(2)[None, :]  # (d, d): column j scaled by its block's scale

@@ -121,7 +121,11 @@ def test_kernel_and_clocks_follow_d_base_and_delta():
     for k, i in enumerate(hands):
         angle = 37 * 500.0 ** (-2 * i / 16)
         assert hand_angle(drawing.artists["cmp_hands"][k]) == pytest.approx(angle % (2 * math.pi), abs=1e-9)
-    assert f"{slow_kernel(37, 16, 500.0):+.3f}" in drawing.artists["total"].get_text()
+        assert drawing.artists["bars"][k].get_height() == pytest.approx(math.cos(angle), abs=1e-12)
+        assert drawing.artists["bars"][k].get_facecolor() == pytest.approx(pair_color(i))
+    assert f"κ_d(37) = {slow_kernel(37, 16, 500.0):+.3f}" in drawing.artists["title"].get_text()
+    drawing.update(d=4)  # two hands: the third bar and hand are hidden
+    assert not drawing.artists["bars"][2].get_visible() and not drawing.artists["cmp_hands"][2].get_visible()
     with pytest.raises(ValueError, match="even"):
         drawing.update(d=15)
 
