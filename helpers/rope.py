@@ -1,6 +1,7 @@
-"""Rotary position embedding, RoPE (Su et al. 2021; article 000 §9, article 003 §7-8).
+"""Rotary position embedding, RoPE (Su et al. 2021; article 000 §9, article 003 §7-8 and §10).
 
-Notation: ``T`` positions, ``d`` head width (even), ``i`` pair index, ``θ_i = b^(-2i/d)``.
+Notation: ``T`` positions, ``d`` head width (even), ``i`` pair index, ``θ_i = b^(-2i/d)``,
+``s`` scaling factor, ``L`` original (training) context length.
 
 RoPE rotates each pair of a query or key by ``m θ_i`` at position ``m``; then
 ``(R_m q)ᵀ (R_n k) = qᵀ R_(n-m) k`` depends on the positions only through ``n - m``.
@@ -14,91 +15,313 @@ checkpoint-conversion bug:
   (``x * cos + rotate_half(x) * sin``).
 
 The tables are half width, ``(T, d/2)``: one angle per pair, whatever the layout.
+
+Long-context scaling (``scaling=`` dict, keys as in Hugging Face's ``rope_scaling``; the numbers
+match transformers' ``modeling_rope_utils`` for the same settings, computed here in float64):
+
+- ``{"type": "linear", "factor": s}``: Position Interpolation, every ``θ_i / s``.
+- ``{"type": "ntk", "factor": s}``: NTK-aware, base ``b s^(d/(d-2))``.
+- ``{"type": "dynamic", "factor": s, "original_max_len": L, "seq_len": T}``: NTK-aware with the
+  factor grown from 1 as the sequence passes ``L``: base ``b (s T/L - (s-1))^(d/(d-2))``.
+- ``{"type": "yarn", "factor": s, "original_max_len": L}`` (optional ``beta_fast=32``,
+  ``beta_slow=1``, ``attention_factor``): pairs that turn more than ``beta_fast`` times in ``L``
+  tokens keep ``θ_i``, pairs that turn less than ``beta_slow`` times get ``θ_i / s``, a linear
+  ramp in between; tables are multiplied by ``0.1 ln s + 1``.
+- ``{"type": "llama3", "factor": s, "original_max_len": L}`` (optional ``low_freq_factor=1``,
+  ``high_freq_factor=4``): wavelengths below ``L/4`` kept, above ``L`` divided by ``s``, smooth
+  in between (Llama 3.1).
 """
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import torch
 
 from ._angles import sin_cos_table
-from ._checks import as_positions, check_base, check_dtype, check_even_dim, check_float_tensor
+from ._checks import (as_positions, check_base, check_dtype, check_even_dim, check_float_tensor, check_int,
+                      check_positive)
 from .sinusoidal import frequencies
 
-__all__ = ["rope_frequencies", "rope_cos_sin", "apply_rope", "LAYOUTS"]
+__all__ = ["rope_frequencies", "rope_cos_sin", "apply_rope", "yarn_correction_range", "LAYOUTS", "SCALING_TYPES"]
 
 LAYOUTS = ("interleaved", "half")
+
+#: Scaling types and their keys: (required, optional with defaults).
+SCALING_TYPES = {
+    "linear": ({"factor"}, {}),
+    "ntk": ({"factor"}, {}),
+    "dynamic": ({"factor", "original_max_len"}, {"seq_len": None}),
+    "yarn": ({"factor", "original_max_len"}, {"beta_fast": 32.0, "beta_slow": 1.0, "attention_factor": None}),
+    "llama3": ({"factor", "original_max_len"}, {"low_freq_factor": 1.0, "high_freq_factor": 4.0}),
+}
+
+# Hugging Face spellings accepted as aliases.
+_ALIASES = {"rope_type": "type", "original_max_position_embeddings": "original_max_len"}
+
+
+def _scaling_options(scaling) -> tuple[str, dict]:
+    """Validate a ``scaling`` dict; return its type and every option, defaults filled in."""
+    if not isinstance(scaling, dict):
+        raise TypeError(f"scaling must be None or a dict such as {{'type': 'linear', 'factor': 4.0}}, got {scaling!r}")
+    options = {}
+    for key, value in scaling.items():
+        name = _ALIASES.get(key, key)
+        if name in options:
+            raise ValueError(f"scaling gives {name!r} twice (as {key!r} and its alias), got {scaling!r}")
+        options[name] = value
+    kind = options.pop("type", None)
+    if kind not in SCALING_TYPES:
+        raise ValueError(f"scaling['type'] must be one of {sorted(SCALING_TYPES)}, got {kind!r}")
+    required, optional = SCALING_TYPES[kind]
+    missing = sorted(required - set(options))
+    if missing:
+        raise ValueError(f"scaling of type {kind!r} needs the keys {sorted(required)}; missing {missing}")
+    unknown = sorted(set(options) - required - set(optional))
+    if unknown:
+        raise ValueError(f"scaling of type {kind!r} takes the keys {sorted(required | set(optional))}; "
+                         f"unknown {unknown}")
+    options = {**optional, **options}
+    options["factor"] = check_positive("scaling['factor']", options["factor"])
+    if "original_max_len" in options:
+        options["original_max_len"] = check_int("scaling['original_max_len']", options["original_max_len"], minimum=1)
+    for key in ("beta_fast", "beta_slow", "low_freq_factor", "high_freq_factor", "attention_factor"):
+        if options.get(key) is not None:
+            options[key] = check_positive(f"scaling[{key!r}]", options[key])
+    if options.get("seq_len") is not None:
+        options["seq_len"] = check_int("scaling['seq_len']", options["seq_len"], minimum=1)
+    if kind == "yarn" and options["beta_fast"] <= options["beta_slow"]:
+        raise ValueError(f"scaling['beta_fast'] must be > scaling['beta_slow'], got {options['beta_fast']} "
+                         f"and {options['beta_slow']}")
+    if kind == "llama3" and options["high_freq_factor"] <= options["low_freq_factor"]:
+        raise ValueError(f"scaling['high_freq_factor'] must be > scaling['low_freq_factor'], got "
+                         f"{options['high_freq_factor']} and {options['low_freq_factor']}")
+    return kind, options
+
+
+def yarn_correction_range(d: int, base: float, original_max_len: int, beta_fast: float = 32.0,
+                          beta_slow: float = 1.0) -> tuple[int, int]:
+    """YaRN's pair-index range ``(low, high)``: pairs below ``low`` turn more than ``beta_fast``
+    times in ``original_max_len`` tokens, pairs above ``high`` fewer than ``beta_slow`` times.
+
+    Pair ``i`` turns ``L θ_i / 2π`` times in ``L`` tokens; solving for ``i`` gives
+    ``i(r) = d ln(L / (2π r)) / (2 ln b)``. The range is ``(floor(i(beta_fast)), ceil(i(beta_slow)))``
+    clipped to ``[0, d-1]`` as in Hugging Face (d = 128, b = 10000, L = 2048 gives (16, 41)).
+    """
+    def pair_index(turns: float) -> float:
+        return d * math.log(original_max_len / (turns * 2.0 * math.pi)) / (2.0 * math.log(base))
+
+    low = math.floor(pair_index(beta_fast))
+    high = math.ceil(pair_index(beta_slow))
+    return max(low, 0), min(high, d - 1)
 
 
 def rope_frequencies(d: int, base: float = 10000.0, *, scaling=None) -> tuple[torch.Tensor, float]:
     """Per-pair angular speeds and the attention factor: ``(inv_freq, attention_factor)``.
 
     Args:
-        d: head width (even).
+        d: head width (even), or the rotated width when only part of the head is rotated.
         base: the base ``b``.
-        scaling: None for plain RoPE.
+        scaling: None for plain RoPE, or a dict (see the module docstring), for example
+            ``{"type": "yarn", "factor": 8.0, "original_max_len": 4096}``.
 
     Returns:
-        ``inv_freq``: float64 tensor ``(d//2,)``, ``θ_i = base^(-2i/d)``;
-        ``attention_factor``: float that multiplies the cos and sin tables (1.0 without scaling).
+        ``inv_freq``: float64 tensor ``(d//2,)`` in radians per token (``θ_i = base^(-2i/d)``
+        without scaling); ``attention_factor``: float that multiplies the cos and sin tables
+        (1.0 except for YaRN).
     """
     d = check_even_dim("d", d)
     base = check_base("base", base)
-    if scaling is not None:
-        raise ValueError(f"scaling must be None, got {scaling!r}")
-    return frequencies(d, base), 1.0
+    if scaling is None:
+        return frequencies(d, base), 1.0
+    kind, opt = _scaling_options(scaling)
+    s = opt["factor"]
+    theta = frequencies(d, base)  # (d/2,)
+    if kind == "linear":
+        return theta / s, 1.0
+    if kind == "ntk":
+        return frequencies(d, base * s ** (d / (d - 2))), 1.0
+    if kind == "dynamic":
+        length = max(opt["seq_len"] or opt["original_max_len"], opt["original_max_len"])
+        grown = s * length / opt["original_max_len"] - (s - 1.0)
+        return frequencies(d, base * grown ** (d / (d - 2))), 1.0
+    if kind == "yarn":
+        low, high = yarn_correction_range(d, base, opt["original_max_len"], opt["beta_fast"], opt["beta_slow"])
+        if low == high:
+            high += 0.001  # a ramp of zero width would divide by zero
+        i = torch.arange(d // 2, dtype=torch.float64)  # (d/2,)
+        interpolate = ((i - low) / (high - low)).clamp(0.0, 1.0)  # 0: keep θ_i, 1: θ_i / s
+        factor = opt["attention_factor"]
+        if factor is None:
+            factor = 0.1 * math.log(s) + 1.0 if s > 1.0 else 1.0
+        return theta * (1.0 - interpolate) + (theta / s) * interpolate, float(factor)
+    # llama3
+    length = opt["original_max_len"]
+    low_wavelength = length / opt["low_freq_factor"]  # longer than this: divide by s
+    high_wavelength = length / opt["high_freq_factor"]  # shorter than this: keep
+    wavelength = 2.0 * math.pi / theta  # (d/2,)
+    smooth = (length / wavelength - opt["low_freq_factor"]) / (opt["high_freq_factor"] - opt["low_freq_factor"])
+    blended = (1.0 - smooth) * theta / s + smooth * theta
+    out = torch.where(wavelength > low_wavelength, theta / s, theta)
+    middle = (wavelength >= high_wavelength) & (wavelength <= low_wavelength)
+    return torch.where(middle, blended, out), 1.0
 
 
 def rope_cos_sin(
     positions, d: int, base: float = 10000.0, *, scaling=None, device=None, dtype: torch.dtype = torch.float32
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Half-width tables ``cos(m θ_i)`` and ``sin(m θ_i)``, each ``(T, d//2)``.
+    """Half-width tables ``a cos(m θ_i)`` and ``a sin(m θ_i)``, each ``(T, d//2)``.
 
-    Angles are formed in float64 and reduced to one turn before the cast, so a float32, float16 or
-    bfloat16 table is as precise at position 5,000,000 as at position 5. Both tables are
-    multiplied by the attention factor of ``scaling`` (1.0 when there is none).
+    ``a`` is the attention factor of ``scaling`` (1.0 when there is none). Angles are formed in
+    float64 and reduced to one turn before the cast, and the factor is applied in float32 or
+    float64 before the final cast, so a float32, float16 or bfloat16 table is as precise at
+    position 5,000,000 as at position 5 (each entry is the correctly computed value, rounded
+    once to ``dtype``).
+
+    Args:
+        positions: an int ``T`` (positions ``0 .. T-1``) or a 1-D tensor of positions.
+        d: width of the rotated part (even).
+        base, scaling: as in ``rope_frequencies``.
+        device: where to return the tables; defaults to the device of ``positions``.
+        dtype: floating dtype of the tables.
     """
     dtype = check_dtype("dtype", dtype)
     inv_freq, factor = rope_frequencies(d, base, scaling=scaling)
     pos = as_positions("positions", positions)
     if device is None:
         device = pos.device
-    sin, cos = sin_cos_table(pos, inv_freq, device=device, dtype=torch.float32 if dtype != torch.float64 else dtype)
+    work = torch.float64 if dtype == torch.float64 else torch.float32
+    sin, cos = sin_cos_table(pos, inv_freq, device=device, dtype=work)  # (T, d/2) each
     if factor != 1.0:
         cos, sin = cos * factor, sin * factor
     return cos.to(dtype), sin.to(dtype)
 
 
-def apply_rope(x, cos, sin, *, layout: str = "interleaved") -> torch.Tensor:
-    """Rotate ``x`` ``(..., T, d)`` by the tables ``cos``, ``sin`` ``(T', d//2)`` with ``T' >= T``.
+def _check_tables(x, cos, sin, positions, rotary_dim):
+    """Validate ``apply_rope``'s arguments; return the rotated width and the rows ``(T, r/2)``."""
+    if x.dim() < 2:
+        raise ValueError(f"x must have shape (..., T, d), got {tuple(x.shape)}")
+    t, d = x.shape[-2], x.shape[-1]
+    if rotary_dim is None:
+        if d % 2:
+            raise ValueError(f"x's last dimension d must be even for rotation pairs, got {d}")
+        r = d
+    else:
+        r = check_int("rotary_dim", rotary_dim, minimum=2)
+        if r % 2 or r > d:
+            raise ValueError(f"rotary_dim must be a positive even int <= d = {d}, got {r}")
+    if cos.shape != sin.shape or cos.dim() != 2:
+        raise ValueError(f"cos and sin must both have shape (T, d/2), got {tuple(cos.shape)} and {tuple(sin.shape)}")
+    if cos.shape[1] != r // 2:
+        raise ValueError(f"cos and sin must have {r // 2} columns (half the rotated width {r}), got {cos.shape[1]}")
+    if cos.device != x.device or sin.device != x.device:
+        raise ValueError(f"x, cos and sin must be on one device, got {x.device}, {cos.device} and {sin.device}")
+    if positions is None:
+        positions = 0
+    if isinstance(positions, numbers.Integral) and not isinstance(positions, bool):
+        start = check_int("positions", positions, minimum=0)
+        if cos.shape[0] < start + t:
+            raise ValueError(f"cos and sin have {cos.shape[0]} rows but x needs rows {start} .. {start + t - 1} "
+                             f"(T = {t}, positions = {start}); build longer tables")
+        return r, cos[start:start + t], sin[start:start + t]  # (T, r/2) views, no copy
+    if not isinstance(positions, torch.Tensor) or positions.dim() != 1 or positions.is_floating_point() \
+            or positions.dtype == torch.bool:
+        raise TypeError(f"positions must be None, an int offset or a 1-D integer tensor of T = {t} row indices, "
+                        f"got {positions!r}")
+    if positions.shape[0] != t:
+        raise ValueError(f"positions must hold one row index per position of x (T = {t}), got {positions.shape[0]}")
+    if t and (int(positions.min()) < 0 or int(positions.max()) >= cos.shape[0]):
+        raise ValueError(f"positions must lie in 0 .. {cos.shape[0] - 1} (the rows of the tables), got "
+                         f"{int(positions.min())} .. {int(positions.max())}")
+    positions = positions.to(cos.device)
+    return r, cos[positions], sin[positions]  # (T, r/2)
 
-    Row ``t`` of ``x`` is rotated by row ``t`` of the tables. The result has ``x``'s dtype; the
-    rotation itself is done in ``x``'s dtype promoted with the tables' dtype.
+
+def _complex_ok(x: torch.Tensor, compute: torch.dtype) -> bool:
+    """Whether ``x``'s pairs can be read as complex numbers in place (interleaved layout)."""
+    return (compute in (torch.float32, torch.float64) and x.dtype in (torch.float32, torch.float64)
+            and x.stride(-1) == 1 and x.storage_offset() % 2 == 0
+            and all(stride % 2 == 0 for size, stride in zip(x.shape[:-1], x.stride()[:-1]) if size > 1))
+
+
+def apply_rope(x, cos, sin, *, layout: str = "interleaved", positions=None, rotary_dim=None) -> torch.Tensor:
+    """Rotate ``x`` ``(..., T, d)`` by the tables ``cos``, ``sin`` ``(T', r/2)``.
+
+    Position ``t`` of ``x`` is rotated by row ``t`` of the tables, or by row ``positions + t``
+    (an int offset, for decoding with a cache and tables longer than the sequence), or by row
+    ``positions[t]`` (a 1-D integer tensor of ``T`` row indices). The first ``r = rotary_dim``
+    dimensions are rotated (all ``d`` by default); the rest pass through unchanged (partial
+    rotary, as in GPT-NeoX and GPT-J). The result is a new tensor of ``x``'s dtype and shape;
+    the arithmetic runs in ``x``'s dtype promoted with the tables' dtype.
 
     Args:
-        x: queries or keys ``(..., T, d)``, floating point.
-        cos, sin: tables from ``rope_cos_sin``, ``(T', d//2)``.
-        layout: ``"interleaved"`` (RoFormer, Meta) or ``"half"`` (GPT-NeoX, Hugging Face).
+        x: queries or keys ``(..., T, d)``, floating point, any leading dimensions.
+        cos, sin: tables from ``rope_cos_sin``, ``(T', r/2)``, on ``x``'s device.
+        layout: ``"interleaved"`` (RoFormer, Meta) or ``"half"`` (GPT-NeoX, Hugging Face); with
+            ``rotary_dim`` the pairing is within the first ``r`` dimensions.
+        positions: None (rows ``0 .. T-1``), an int offset, or a 1-D integer tensor ``(T,)``.
+        rotary_dim: even number of leading dimensions to rotate, ``<= d``.
+
+    Speed. The rotation is memory-bound: the floor is one read and one write of ``x``, the cost
+    of ``x.clone()``. The interleaved layout in float32/float64 is one complex multiplication
+    written straight into the result (bfloat16/float16 on the CPU go through float32 complex
+    numbers); otherwise the result is formed in place with one multiplication and two fused
+    multiply-adds (``addcmul_``), about half the memory traffic of the textbook
+    ``x * cos + rotate_half(x) * sin`` (``benchmarks/bench_rope.py`` measures both). Under autograd a plain differentiable
+    formula is used instead (``out=`` arguments do not record gradients).
     """
     x = check_float_tensor("x", x)
     cos = check_float_tensor("cos", cos)
     sin = check_float_tensor("sin", sin)
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
-    if x.dim() < 2:
-        raise ValueError(f"x must have shape (..., T, d), got {tuple(x.shape)}")
-    t, d = x.shape[-2], x.shape[-1]
-    if d % 2:
-        raise ValueError(f"x's last dimension d must be even for rotation pairs, got {d}")
-    if cos.shape != sin.shape or cos.dim() != 2:
-        raise ValueError(f"cos and sin must both have shape (T, d/2), got {tuple(cos.shape)} and {tuple(sin.shape)}")
-    if cos.shape[1] != d // 2:
-        raise ValueError(f"cos and sin must have d/2 = {d // 2} columns for x of width {d}, got {cos.shape[1]}")
-    if cos.shape[0] < t:
-        raise ValueError(f"cos and sin have {cos.shape[0]} rows but x has T = {t} positions; build longer tables")
-    cos, sin = cos[:t], sin[:t]  # (T, d/2)
+    r, cos, sin = _check_tables(x, cos, sin, positions, rotary_dim)  # (T, r/2) each
+    h, d = r // 2, x.shape[-1]
+    compute = torch.promote_types(x.dtype, cos.dtype)
+    needs_grad = torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad)
+    if needs_grad:
+        return _apply_rope_autograd(x, cos, sin, layout, r)
+    out = torch.empty_like(x, memory_format=torch.contiguous_format)  # (..., T, d)
+    if r < d:
+        out[..., r:] = x[..., r:]  # the tail passes through
+    x_rot, out_rot = x[..., :r], out[..., :r]  # (..., T, r) views
+    if layout == "interleaved" and _complex_ok(x_rot, compute):
+        # (x_2i + i x_2i+1) e^(i m θ_i): one kernel, read x once, write the result once.
+        turn = torch.complex(cos.to(compute), sin.to(compute))  # (T, r/2)
+        x_c = torch.view_as_complex(x_rot.unflatten(-1, (h, 2)))  # (..., T, r/2) complex view
+        torch.mul(x_c, turn, out=torch.view_as_complex(out_rot.unflatten(-1, (h, 2))))
+        return out
+    if layout == "interleaved" and x.device.type == "cpu":
+        # bfloat16 / float16 on the CPU: strided in-place updates are not vectorised there, and a
+        # float32 complex multiplication is several times faster (and rounds once).
+        work = torch.promote_types(compute, torch.float32)
+        turn = torch.complex(cos.to(work), sin.to(work))  # (T, r/2)
+        copy = x_rot.to(work, copy=True, memory_format=torch.contiguous_format)  # (..., T, r), a fresh copy
+        torch.view_as_complex(copy.unflatten(-1, (h, 2))).mul_(turn)  # rotated in place, (..., T, r/2) complex
+        out_rot.copy_(copy)
+        return out
     if layout == "interleaved":
-        x1, x2 = x[..., 0::2], x[..., 1::2]  # (..., T, d/2) each
-        out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)  # (..., T, d/2, 2)
-        return out.flatten(-2).to(x.dtype)  # (..., T, d)
-    x1, x2 = x[..., : d // 2], x[..., d // 2 :]  # (..., T, d/2) each
-    return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).to(x.dtype)  # (..., T, d)
+        x_p, out_p = x_rot.unflatten(-1, (h, 2)), out_rot.unflatten(-1, (h, 2))  # (..., T, r/2, 2) views
+        x1, x2, o1, o2 = x_p[..., 0], x_p[..., 1], out_p[..., 0], out_p[..., 1]  # (..., T, r/2) views
+        torch.mul(x_p, cos.unsqueeze(-1), out=out_p)  # (..., T, r/2, 2): both members times cos
+    else:
+        x_p, out_p = x_rot.unflatten(-1, (2, h)), out_rot.unflatten(-1, (2, h))  # (..., T, 2, r/2) views
+        x1, x2, o1, o2 = x_p[..., 0, :], x_p[..., 1, :], out_p[..., 0, :], out_p[..., 1, :]  # (..., T, r/2)
+        torch.mul(x_p, cos.unsqueeze(-2), out=out_p)  # (..., T, 2, r/2): both halves times cos
+    o1.addcmul_(x2, sin, value=-1)  # x1 cos - x2 sin
+    o2.addcmul_(x1, sin)  # x2 cos + x1 sin
+    return out
+
+
+def _apply_rope_autograd(x, cos, sin, layout: str, r: int) -> torch.Tensor:
+    """Differentiable version of ``apply_rope`` (same arguments after validation)."""
+    h = r // 2
+    x_rot, tail = x[..., :r], x[..., r:]  # (..., T, r), (..., T, d - r)
+    if layout == "interleaved":
+        x1, x2 = x_rot[..., 0::2], x_rot[..., 1::2]  # (..., T, r/2) each
+        rotated = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)  # (..., T, r)
+    else:
+        x1, x2 = x_rot[..., :h], x_rot[..., h:]  # (..., T, r/2) each
+        rotated = torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)  # (..., T, r)
+    return torch.cat((rotated.to(x.dtype), tail), dim=-1)  # (..., T, d)

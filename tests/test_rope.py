@@ -316,8 +316,75 @@ def test_tables_are_correctly_rounded_at_long_positions(device, dtype):
     cos, sin = helpers.rope_cos_sin(positions, 128, 500000.0, device=device, dtype=dtype)
     inv_freq, _ = helpers.rope_frequencies(128, 500000.0)
     angle = torch.outer(positions.double(), inv_freq)  # exact enough in float64 at these positions
-    eps = torch.finfo(dtype).eps  # one unit in the last place at 1.0
+    # bf16 / fp16: within one unit in the last place at 1.0; float32: within 4e-7 (the float32 sine
+    # of an angle reduced to less than one turn, helpers/_angles.py), whatever the position.
+    eps = max(torch.finfo(dtype).eps, 4e-7)
     assert (cos.cpu().double() - torch.cos(angle)).abs().max().item() <= eps
     assert (sin.cpu().double() - torch.sin(angle)).abs().max().item() <= eps
     # bf16 positions, by contrast, merge 256 and 257, and turn 1857 into 1856.
     assert torch.tensor([256.0, 257.0, 1857.0]).bfloat16().tolist() == [256.0, 256.0, 1856.0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures and the explorer (no browser: update, then read the artists back)
+
+
+def test_rotation_drawing_shows_the_article_example():
+    drawing = helpers.plots.rope_rotation(theta_deg=30.0, m=2)
+    x, y = drawing.artists["hand"].get_data()
+    assert (round(x[1], 3), round(y[1], 3)) == (0.5, 0.866)  # article 003, section 7.5
+    drawing.update(m=5)
+    x, y = drawing.artists["hand"].get_data()
+    assert x[1] == pytest.approx(math.cos(math.radians(150))) and y[1] == pytest.approx(0.5)
+    assert len(drawing.artists["steps"].get_offsets()) == 6
+
+
+def test_cosine_sum_equals_the_direct_sum():
+    import numpy as np
+
+    from helpers.plots.rope import _cosine_sum, _upper_bound
+
+    rng = np.random.default_rng(0)
+    theta, weight = rng.random(16) * 2, rng.random(16)
+    direct = np.cos(np.outer(np.arange(300), theta)) @ weight
+    np.testing.assert_allclose(_cosine_sum(300, theta, weight, block=7), direct, atol=1e-12)
+    # RoFormer's bound at distance 0: all phases 1, partial sums 1, 2, ..., d/2.
+    assert _upper_bound(np.array([0.0]), theta)[0] == pytest.approx(8.5)
+
+
+def test_scaling_drawing_follows_the_frequencies():
+    import numpy as np
+
+    drawing = helpers.plots.rope_scaling(base=10000.0, factor=4.0, method="linear")
+    curves = drawing.artists["curves"]
+    np.testing.assert_allclose(curves["linear"].get_ydata(), 0.25)
+    drawing.update(factor=8.0, method="yarn", base=500000.0)
+    plain = helpers.rope_frequencies(128, 500000.0)[0].numpy()
+    yarn, a = helpers.rope_frequencies(128, 500000.0, scaling={"type": "yarn", "factor": 8.0,
+                                                              "original_max_len": 2048})
+    np.testing.assert_allclose(curves["yarn"].get_ydata(), yarn.numpy() / plain)
+    assert curves["yarn"].get_linewidth() > curves["ntk"].get_linewidth()
+    _, scaled = drawing.artists["scaled"].get_data()
+    assert scaled[0] == pytest.approx(a * a * _weighted_cos_at_1(yarn.numpy()), rel=1e-9)
+    drawing.update(method="none")
+    np.testing.assert_allclose(drawing.artists["scaled"].get_ydata(), drawing.artists["plain"].get_ydata())
+    with pytest.raises(ValueError, match="method"):
+        drawing.update(method="pi")
+
+
+def _weighted_cos_at_1(theta):
+    """The drawing's score at distance 1, from its fixed query (seed 0)."""
+    import numpy as np
+
+    weight = (np.random.default_rng(0).standard_normal((theta.size, 2)) ** 2).sum(axis=1)
+    return float(np.cos(theta) @ (weight / weight.sum()))
+
+
+def test_scaling_explorer_updates_its_drawing():
+    explorer = helpers.widgets.rope_scaling_explorer()
+    before = explorer.drawing.artists["scaled"].get_ydata().copy()
+    explorer.controls["factor"].value = 8.0
+    assert explorer.drawing.params["factor"] == 8.0 and explorer.last_update_s is not None
+    assert not (explorer.drawing.artists["scaled"].get_ydata() == before).all()
+    explorer.controls["method"].value = "ntk"
+    assert explorer.drawing.params["method"] == "ntk"
