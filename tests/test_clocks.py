@@ -65,7 +65,7 @@ def test_clock_hands_point_where_the_article_says():
 
 def test_many_clocks_heat_map_periods_and_distance_follow_base_and_d():
     drawing = many_clocks(base=10000.0, d=8, n_positions=64, max_shift=200)
-    np.testing.assert_allclose(drawing.artists["image"].get_array(), helpers.sinusoidal_pe(64, 8).numpy())
+    np.testing.assert_allclose(drawing.artists["image"].get_array(), helpers.sinusoidal_pe(64, 8).numpy(), atol=1e-6)
     periods = drawing.artists["periods"].get_offsets()[:, 1]
     np.testing.assert_allclose(periods, [2 * math.pi * 10 ** k for k in range(4)], rtol=1e-12)
     # d = 8: both fast hands return together at 63 tokens, closer than neighbours.
@@ -75,7 +75,7 @@ def test_many_clocks_heat_map_periods_and_distance_follow_base_and_d():
     theta = helpers.frequencies(16, 100.0)
     np.testing.assert_allclose(drawing.artists["periods"].get_offsets()[:, 1], 2 * math.pi / theta.numpy())
     expected = helpers.shift_distance(torch.arange(1, 200), theta).numpy() / math.sqrt(8)
-    np.testing.assert_allclose(drawing.artists["curve"].get_ydata(), expected)
+    np.testing.assert_allclose(drawing.artists["curve"].get_ydata(), expected, rtol=1e-5, atol=1e-6)  # float32 sines
     best = int(np.argmin(expected))
     assert drawing.artists["found"]["shift"] == best + 1
     assert np.asarray(drawing.artists["closest"].get_data())[:, 0] == pytest.approx((best + 1, expected[best]))
@@ -106,7 +106,7 @@ def test_explorers_move_their_drawings():
     explorer = helpers.widgets.many_clocks_explorer()
     controls = explorer.controls
     assert (controls["base"].min, controls["base"].max) == (1, 6)  # 10 .. 1,000,000 as powers of ten
-    assert (controls["d"].min, controls["d"].max, controls["d"].step) == (4, 256, 2)
+    assert list(controls["d"].options) == list(range(4, 257, 2))
     controls["d"].value = 16
     assert explorer.drawing.artists["image"].get_array().shape[1] == 16
     controls["base"].value = 100.0
