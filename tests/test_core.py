@@ -10,7 +10,7 @@ import torch
 from scipy.integrate import quad
 
 import helpers
-from conftest import device_params
+from _support import device_params
 
 
 def slow_pe(positions, d, base=10000.0):
