@@ -28,13 +28,13 @@ lab: $(STAMP)
 	$(VENV)/bin/jupyter lab notebooks/00_start_here.ipynb
 
 test: $(STAMP)
-	$(PY) -m pytest tests notebooks --nbval --sanitize-with tests/nbval_sanitize.cfg -m "not browser" -p no:cacheprovider
+	$(PY) -m pytest tests notebooks --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg -m "not browser" -p no:cacheprovider
 
 test-unit: $(STAMP)
 	$(PY) -m pytest tests -m "not browser" -p no:cacheprovider
 
 test-notebooks: $(STAMP)
-	$(PY) -m pytest notebooks --nbval --sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider --durations=0
+	$(PY) -m pytest notebooks --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider --durations=0
 
 notebooks: $(STAMP)
 	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
@@ -46,6 +46,22 @@ experiment: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/interactive_latency.py
 	$(PY) benchmarks/bench_helpers.py
+
+test-browser: $(STAMP)
+	$(PY) -m pytest tests/browser -m browser -p no:cacheprovider
+
+# Lecture slides (reveal.js), one deck per notebook, in build/slides. Explorers show their saved picture.
+# The decks load reveal.js from unpkg; offline, set REVEAL_URL_PREFIX to a local copy of reveal.js 4.
+slides: $(STAMP)
+	$(VENV)/bin/jupyter nbconvert --to slides --output-dir build/slides \
+		--SlidesExporter.reveal_scroll=True --SlidesExporter.preprocessors='["helpers._site.SitePreprocessor"]' --SitePreprocessor.link_suffix=.slides.html \
+		--SlidesExporter.reveal_url_prefix="$${REVEAL_URL_PREFIX:-https://unpkg.com/reveal.js@4.0.2}" $(NB)
+
+# A static site of every notebook with an index page, in build/html: readable without Jupyter.
+html: $(STAMP)
+	$(VENV)/bin/jupyter nbconvert --to html --output-dir build/html \
+		--HTMLExporter.preprocessors='["helpers._site.SitePreprocessor"]' --SitePreprocessor.link_suffix=.html $(NB)
+	$(PY) -m helpers._site --out build/html $(NB)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build artifacts
