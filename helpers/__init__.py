@@ -16,7 +16,7 @@ from . import kernels as _kernels
 from . import relative as _relative
 from . import rope as _rope
 from . import sinusoidal as _sinusoidal
-from . import experiment, plots, widgets
+from . import plots, widgets
 
 from .alibi import *  # noqa: F401,F403,E402
 from .attention import *  # noqa: F401,F403,E402
@@ -28,6 +28,17 @@ from .rope import *  # noqa: F401,F403,E402
 from .sinusoidal import *  # noqa: F401,F403,E402
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # ``helpers.experiment`` (the training code of notebook 08) is imported on first use, so that
+    # ``python -m helpers.experiment`` runs it cleanly and ``import helpers`` stays light.
+    if name == "experiment":
+        import importlib
+
+        return importlib.import_module(".experiment", __name__)
+    raise AttributeError(f"module 'helpers' has no attribute {name!r}")
+
 
 __all__ = [
     "experiment",

@@ -6,11 +6,13 @@ from . import kernel as _kernel
 from . import scores as _scores
 from . import rope as _rope
 from . import bias as _bias
+from . import experiment as _experiment
 from ._explorer import Explorer
 from .clocks import *  # noqa: F401,F403
 from .kernel import *  # noqa: F401,F403
 from .scores import *  # noqa: F401,F403
 from .rope import *  # noqa: F401,F403
 from .bias import *  # noqa: F401,F403
+from .experiment import *  # noqa: F401,F403
 
-__all__ = ["Explorer", *_clocks.__all__, *_kernel.__all__, *_scores.__all__, *_rope.__all__, *_bias.__all__]
+__all__ = ["Explorer", *_clocks.__all__, *_kernel.__all__, *_scores.__all__, *_rope.__all__, *_bias.__all__, *_experiment.__all__]
