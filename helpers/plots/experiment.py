@@ -59,6 +59,10 @@ def extrapolation_panorama(results: dict, *, task: str | None = None, band: str 
             (line,) = ax.plot(lengths, np.zeros(len(lengths)), "-o", color=SCHEME_COLORS.get(scheme, "k"), markersize=4,
                               label=SCHEME_LABELS.get(scheme, scheme))
             lines[(metric, scheme)] = line
+        for scheme in results["schemes"]:
+            zeros = np.zeros(len(lengths))
+            bands[(metric, scheme)] = ax.fill_between(lengths, zeros, zeros, color=SCHEME_COLORS.get(scheme, "k"),
+                                                      alpha=0.18, linewidth=0)
         ax.axvline(train_length, color="0.5", linestyle="--", linewidth=1.0)
         ax.set_xscale("log", base=2)
         ax.set_xticks(lengths, [str(t) for t in lengths])
@@ -95,10 +99,7 @@ def extrapolation_panorama(results: dict, *, task: str | None = None, band: str 
             line.set_ydata([summary[scheme][str(t)][f"{metric}_mean"] for t in lengths])
         title.set_text(f"Task: {_TASK_TITLES.get(task, task).format(lag=lag)}. "
                        f"Trained at L = {train_length}, tested at 1x-8x L")
-        for item in bands.values():
-            item.remove()
-        bands.clear()
-        for ax, metric in zip(axes, _METRICS):
+        for metric in _METRICS:
             for scheme in results["schemes"]:
                 rows = [summary[scheme][str(t)] for t in lengths]
                 if band == "minmax":
@@ -107,15 +108,15 @@ def extrapolation_panorama(results: dict, *, task: str | None = None, band: str 
                 else:
                     low = [r[f"{metric}_mean"] - r[f"{metric}_std"] for r in rows]
                     high = [r[f"{metric}_mean"] + r[f"{metric}_std"] for r in rows]
-                bands[(metric, scheme)] = ax.fill_between(lengths, low, high, color=SCHEME_COLORS.get(scheme, "k"),
-                                                          alpha=0.18, linewidth=0)
+                bands[(metric, scheme)].set_data(lengths, low, high)  # the band is reshaped in place
         what = "lowest to highest seed" if band == "minmax" else "mean ± 1 standard deviation"
         note.set_text(f"lines: mean over {n_seeds} seeds; shaded band: {what}; dashed line: training length")
-        return FULL
+        # The axes' limits are fixed above, so only the lines, bands and texts are redrawn.
 
     update(task, band)
     artists = {"lines": lines, "bands": bands, "note": note, "title": title}
-    return Drawing("extrapolation_panorama", fig, update, {"task": task, "band": band}, artists)
+    animated = [*bands.values(), *lines.values(), note, title]
+    return Drawing("extrapolation_panorama", fig, update, {"task": task, "band": band}, artists, animated)
 
 
 def _head_weights(model, tokens: torch.Tensor, layer: int, head: int) -> np.ndarray:
