@@ -1,18 +1,39 @@
 """Scaled dot-product attention and the four-term score (article 000 §1 and §7).
 
 Notation: ``B`` batch, ``H`` heads (any leading dimensions ``...``), ``Tq`` queries, ``Tk`` keys,
-``d`` query/key width, ``dv`` value width.
+``d`` query/key width, ``dv`` value width, ``m_h`` the ALiBi slope of head ``h``.
 
 Causal alignment. When there are fewer queries than keys (decoding with a cache), query ``i`` is
 taken to sit at position ``i + Tk - Tq``: the last query is the last key ("bottom-right", as in
-FlashAttention 2 and ``alibi_bias``). With ``Tq == Tk`` this is the usual lower triangle. Note
-that torch's ``scaled_dot_product_attention(is_causal=True)`` aligns top-left instead; here the
-mask is always passed explicitly, so both paths agree.
+FlashAttention 2, ``flash_attn_func`` and ``alibi_bias``). Query ``i`` sees key ``j`` when
+``j <= i + Tk - Tq``; with ``Tq == Tk`` this is the usual lower triangle. torch's
+``scaled_dot_product_attention(is_causal=True)`` aligns top-left instead (query ``i`` sees keys
+``0 .. i``), which differs as soon as ``Tq < Tk``: here ``is_causal`` is used only when
+``Tq == Tk``, where the two agree, and the bottom-right mask is passed explicitly otherwise.
+ALiBi's distance uses the same alignment: ``i + Tk - Tq - j``.
+
+Three ways to compute the same thing, chosen by ``attention``'s arguments:
+
+- ``need_weights=True`` (teaching, the default): scores, softmax and weights are formed in
+  plain tensor code and the ``(..., Tq, Tk)`` weights are returned.
+- ``need_weights=False``: torch's fused ``scaled_dot_product_attention``; no ``(Tq, Tk)``
+  weights are kept. A causal mask alone costs no ``(Tq, Tk)`` tensor when ``Tq == Tk``; a
+  ``bias`` or ALiBi without FlexAttention is materialised once as an additive mask.
+- ``need_weights=False`` with ``alibi_slopes`` and no ``bias``: FlexAttention
+  (``torch.nn.attention.flex_attention``, compiled with ``torch.compile``) with a score
+  modifier ``score - m_h |i + Tk - Tq - j|`` and, when causal, a block mask that skips the
+  key blocks above the diagonal. Nothing of size ``(Tq, Tk)`` is ever stored. It needs a torch
+  with FlexAttention, a C++ compiler on the CPU (inference only: no gradients there) or Triton
+  on CUDA. The first call for a new shape compiles, which takes seconds to a minute on a CPU;
+  later calls are fast. Where it is not available the ALiBi bias is materialised instead.
 """
 
 from __future__ import annotations
 
 import math
+import shutil
+import sys
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -75,8 +96,104 @@ def _check_qkv(q, k, v, bias):
     return q, k, v, bias
 
 
-def attention(q, k, v, *, bias=None, causal: bool = False, need_weights: bool = True):
-    """``softmax(q kᵀ / sqrt(d) + bias) v`` with an optional causal mask.
+def _alibi_distance_bias(slopes, tq: int, tk: int, *, dtype) -> torch.Tensor:
+    """``-m_h |i + Tk - Tq - j|``, shape ``(H, Tq, Tk)``, computed in float64 and cast."""
+    i = torch.arange(tq, device=slopes.device, dtype=torch.float64)[:, None] + (tk - tq)  # (Tq, 1)
+    j = torch.arange(tk, device=slopes.device, dtype=torch.float64)[None, :]  # (1, Tk)
+    return (-slopes.to(torch.float64)[:, None, None] * (i - j).abs()).to(dtype)  # (H, Tq, Tk)
+
+
+def _check_slopes(slopes, q, lead):
+    slopes = check_float_tensor("alibi_slopes", slopes)
+    if slopes.dim() != 1 or slopes.shape[0] < 1:
+        raise ValueError(f"alibi_slopes must have shape (H,), one slope per head, got shape {tuple(slopes.shape)}")
+    if slopes.device != q.device:
+        raise ValueError(f"alibi_slopes must be on the device of q ({q.device}), got {slopes.device}")
+    if not bool(torch.isfinite(slopes).all()):
+        raise ValueError("alibi_slopes must be finite, got a NaN or infinity")
+    if len(lead) == 0 or lead[-1] not in (1, slopes.shape[0]):
+        raise ValueError(
+            f"alibi_slopes has {slopes.shape[0]} slopes, but the head dimension (dim -3) of q, k, v is "
+            f"{tuple(lead)[-1:] or 'missing'}; expected (..., H={slopes.shape[0]}, T, d)"
+        )
+    return slopes
+
+
+def _flex_unavailable(q, k, v) -> str | None:
+    """Why FlexAttention cannot run ALiBi for these tensors here, or None if it can."""
+    try:
+        from torch.nn.attention import flex_attention  # noqa: F401
+    except ImportError:
+        return f"torch {torch.__version__} has no torch.nn.attention.flex_attention (it needs torch >= 2.5)"
+    if not torch._dynamo.is_dynamo_supported():
+        return "torch.compile (which FlexAttention needs) does not support this Python"
+    if v.shape[-1] != q.shape[-1]:
+        return f"the value width dv = {v.shape[-1]} differs from the query width d = {q.shape[-1]}"
+    kind = q.device.type
+    if kind == "cpu":
+        if q.dtype != torch.float32:
+            return f"on the CPU only float32 is used with FlexAttention, got {q.dtype}"
+        if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
+            return "FlexAttention on the CPU has no backward pass and q, k or v requires grad"
+        if sys.platform == "win32" or not any(shutil.which(c) for c in ("g++", "c++", "clang++")):
+            return "torch.compile on the CPU needs a C++ compiler (g++ or clang++) and none was found"
+        return None
+    if kind == "cuda":
+        from torch.utils._triton import has_triton
+
+        if not has_triton():
+            return "FlexAttention on CUDA needs Triton, which is not installed"
+        if q.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+            return f"FlexAttention on CUDA takes float16, bfloat16 or float32, got {q.dtype}"
+        return None
+    return f"FlexAttention is not used on {kind} devices here"
+
+
+def _causal_block_mask(tq: int, tk: int, device, block: int = 128):
+    """FlexAttention ``BlockMask`` of the bottom-right causal mask, built without a ``(Tq, Tk)`` tensor.
+
+    Query block ``r`` needs the key blocks ``0 .. c`` where ``c`` holds the key of its last query.
+    """
+    from torch.nn.attention.flex_attention import BlockMask
+
+    offset = torch.tensor(tk - tq, device=device)  # a tensor, not a constant: new lengths reuse the kernel
+    n_q, n_k = -(-tq // block), -(-tk // block)
+    last = (torch.arange(1, n_q + 1, device=device) * block).clamp(max=tq) - 1 + (tk - tq)  # (n_q,)
+    count = (last // block + 1).clamp(max=n_k).to(torch.int32)[None, None]  # (1, 1, n_q)
+    index = torch.arange(n_k, device=device, dtype=torch.int32).expand(n_q, n_k)[None, None].contiguous()  # (1, 1, n_q, n_k)
+
+    def visible(b, h, q_idx, kv_idx):
+        return kv_idx <= q_idx + offset
+
+    return BlockMask.from_kv_blocks(count, index, BLOCK_SIZE=block, mask_mod=visible, seq_lengths=(tq, tk))
+
+
+def _flex_alibi(q, k, v, slopes, causal: bool, lead) -> torch.Tensor:
+    """ALiBi attention through compiled FlexAttention; output ``(*lead, Tq, dv)``."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    tq, tk, d, dv = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
+    n_heads = lead[-1]
+    q4 = q.expand(*lead, tq, d).reshape(-1, n_heads, tq, d)  # (B, H, Tq, d), B = prod of lead[:-1]
+    k4 = k.expand(*lead, tk, d).reshape(-1, n_heads, tk, d)  # (B, H, Tk, d)
+    v4 = v.expand(*lead, tk, dv).reshape(-1, n_heads, tk, dv)  # (B, H, Tk, dv)
+    slopes = slopes.to(torch.float32).expand(n_heads).contiguous()  # (H,)
+    offset = torch.tensor(tk - tq, device=q.device)  # query i sits at i + Tk - Tq
+
+    def alibi(score, b, h, q_idx, kv_idx):
+        return score - slopes[h] * (q_idx + offset - kv_idx).abs()
+
+    block_mask = _causal_block_mask(tq, tk, q.device) if causal else None
+    with warnings.catch_warnings():
+        # The compiler imports torch.utils.mkldnn, whose TorchScript classes warn on import.
+        warnings.filterwarnings("ignore", message=r"`torch\.jit\.script_method` is deprecated", category=DeprecationWarning)
+        out = torch.compile(flex_attention)(q4, k4, v4, score_mod=alibi, block_mask=block_mask)  # (B, H, Tq, dv)
+    return out.reshape(*lead, tq, dv)
+
+
+def attention(q, k, v, *, bias=None, causal: bool = False, alibi_slopes=None, need_weights: bool = True,
+              flex: bool | None = None):
+    """``softmax(q kᵀ / sqrt(d) + bias) v`` with an optional causal mask and ALiBi.
 
     Args:
         q: queries ``(..., Tq, d)``, floating point.
@@ -85,8 +202,15 @@ def attention(q, k, v, *, bias=None, causal: bool = False, need_weights: bool = 
         bias: additive score bias broadcastable to ``(..., Tq, Tk)`` (ALiBi, T5 buckets), or None.
             ``-inf`` entries mask a key out.
         causal: mask keys after the query, bottom-right aligned (see the module notes).
+        alibi_slopes: None, or ALiBi slopes ``(H,)`` (``alibi_slopes(H)``): head ``h`` (dimension
+            -3 of ``q``, ``k``, ``v``) adds ``-m_h |i + Tk - Tq - j|`` to its scores, as
+            ``flash_attn_func(alibi_slopes=...)`` does. With ``causal=True`` this equals
+            ``bias=alibi_bias(H, Tq, Tk)``.
         need_weights: if True (teaching), also return the ``(..., Tq, Tk)`` weights; if False,
-            call torch's fused ``scaled_dot_product_attention`` and return ``None`` for them.
+            use a fused kernel (module notes) and return ``None`` for them.
+        flex: only for ALiBi with ``need_weights=False`` and no ``bias``. None: FlexAttention
+            where it is available, else a materialised bias; True: FlexAttention or an error
+            saying why not; False: always the materialised bias.
 
     Returns:
         ``(output, weights)``: output ``(..., Tq, dv)``; weights ``(..., Tq, Tk)`` or None.
@@ -95,19 +219,56 @@ def attention(q, k, v, *, bias=None, causal: bool = False, need_weights: bool = 
     tq, tk = q.shape[-2], k.shape[-2]
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be a bool, got {causal!r}")
-    mask = causal_mask(tq, tk, device=q.device) if causal else None  # (Tq, Tk) bool
+    if not isinstance(need_weights, bool):
+        raise TypeError(f"need_weights must be a bool, got {need_weights!r}")
+    if flex is not None and not isinstance(flex, bool):
+        raise TypeError(f"flex must be None, True or False, got {flex!r}")
+    lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    if alibi_slopes is not None:
+        alibi_slopes = _check_slopes(alibi_slopes, q, lead)
+        lead = torch.broadcast_shapes(lead, alibi_slopes.shape)
+    if bias is not None:
+        visible = ~torch.isneginf(bias)  # (..., Tq, Tk): -inf hides a key
+        if causal:
+            visible = visible & causal_mask(tq, tk, device=q.device)
+        if not bool(visible.any(dim=-1).all()):
+            raise ValueError("bias and causal mask leave some query with no visible key (a row of -inf)")
+    elif causal and tq > tk:
+        causal_mask(tq, tk)  # raises: bottom-right aligned, the first queries would see no key
+
+    flex_applies = not need_weights and alibi_slopes is not None and bias is None
+    if flex and not flex_applies:
+        raise ValueError(
+            "flex=True applies to ALiBi only: it needs alibi_slopes, need_weights=False and bias=None, got "
+            f"alibi_slopes={'given' if alibi_slopes is not None else None}, need_weights={need_weights}, "
+            f"bias={'given' if bias is not None else None}"
+        )
+    if flex_applies and flex is not False:
+        reason = _flex_unavailable(q, k, v)
+        if reason is not None and flex:
+            raise ValueError(f"flex=True, but FlexAttention cannot be used: {reason}")
+        if reason is None and tq > 0 and tk > 0:
+            return _flex_alibi(q, k, v, alibi_slopes, causal, lead), None
+
     additive = bias
-    if mask is not None:
-        mask_bias = torch.zeros((tq, tk), dtype=q.dtype, device=q.device).masked_fill(~mask, float("-inf"))
-        additive = mask_bias if additive is None else additive + mask_bias
-    if additive is not None and bool(torch.isneginf(additive).all(dim=-1).any()):
-        raise ValueError("bias and causal mask leave some query with no visible key (a row of -inf)")
+    if alibi_slopes is not None:
+        alibi = _alibi_distance_bias(alibi_slopes, tq, tk, dtype=q.dtype)  # (H, Tq, Tk)
+        additive = alibi if additive is None else additive + alibi
+    if not need_weights and additive is None:
+        if causal and tq == tk:  # torch's top-left alignment agrees here, and no mask is stored
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True), None  # (..., Tq, dv)
+        mask = causal_mask(tq, tk, device=q.device) if causal else None  # (Tq, Tk) bool, True = visible
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask), None  # (..., Tq, dv)
+    mask = causal_mask(tq, tk, device=q.device) if causal else None  # (Tq, Tk) bool
     if not need_weights:
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=additive)  # (..., Tq, dv)
-        return out, None
+        if mask is not None:
+            additive = additive.masked_fill(~mask, float("-inf"))  # (..., Tq, Tk)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=additive), None  # (..., Tq, dv)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., Tq, Tk)
     if additive is not None:
         scores = scores + additive
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
     weights = torch.softmax(scores, dim=-1)  # (..., Tq, Tk)
     return weights @ v, weights  # (..., Tq, dv), (..., Tq, Tk)
 

@@ -12,7 +12,7 @@ import numbers
 
 import torch
 
-from ._angles import sin_cos_table
+from ._angles import sin_cos_interleaved, sin_cos_table
 from ._checks import as_positions, check_base, check_dtype, check_even_dim, check_int
 
 __all__ = ["frequencies", "sinusoidal_pe", "shift_matrix", "shift_distance", "nearest_collision"]
@@ -56,8 +56,7 @@ def sinusoidal_pe(
     pos = as_positions("positions", positions)
     if device is None:
         device = pos.device
-    sin, cos = sin_cos_table(pos, frequencies(d, base), device=device, dtype=dtype)  # (T, d/2) each
-    return torch.stack((sin, cos), dim=-1).reshape(pos.shape[0], d)  # (T, d/2, 2) -> (T, d)
+    return sin_cos_interleaved(pos, frequencies(d, base), device=device, dtype=dtype)  # (T, d)
 
 
 def _check_shift(name: str, value) -> float:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import helpers
 from helpers.rope import yarn_correction_range
 
-from conftest import device_params
+from _support import device_params
 
 
 # ---------------------------------------------------------------------------------------------
