@@ -75,7 +75,7 @@ def sin_cos_interleaved(positions: torch.Tensor, inv_freq: torch.Tensor, *, devi
     device = torch.device(device)
     if dtype == torch.float64:
         sin, cos = sin_cos_table(positions, inv_freq, device=device, dtype=dtype)  # (T, n) each
-        return torch.stack((sin, cos), dim=-1).reshape(sin.shape[0], -1)  # (T, n, 2) -> (T, 2n)
+        return torch.stack((sin, cos), dim=-1).reshape(sin.shape[0], 2 * sin.shape[1])  # (T, n, 2) -> (T, 2n)
     compute = device if _device.supports_float64(device) else torch.device("cpu")
     pos = positions.to(device=compute, dtype=torch.float64)  # (T,)
     speed = inv_freq.to(device=compute, dtype=torch.float64)  # (n,)
@@ -83,7 +83,7 @@ def sin_cos_interleaved(positions: torch.Tensor, inv_freq: torch.Tensor, *, devi
     table = torch.empty((*angle.shape, 2), device=device, dtype=torch.float32)  # (T, n, 2)
     torch.sin(angle, out=table[..., 0])
     torch.cos(angle, out=table[..., 1])
-    return table.reshape(angle.shape[0], -1).to(dtype)  # (T, 2n)
+    return table.reshape(angle.shape[0], 2 * angle.shape[1]).to(dtype)  # (T, 2n)
 
 
 def _reduced_angle(pos: torch.Tensor, speed: torch.Tensor, device) -> torch.Tensor:
