@@ -34,13 +34,14 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 NOTEBOOK_LINK = re.compile(r"\]\((\d\d_[\w-]+)\.ipynb(#[^)]*)?\)")
 
 
-def _widget_pictures(state: dict, model_id: str) -> list[str]:
-    """The base64 PNGs of every ``Image`` inside widget ``model_id``, in display order."""
+def _widget_pictures(state: dict, model_id: str) -> list[tuple[str, str]]:
+    """``(mime type, base64 data)`` of every ``Image`` inside widget ``model_id``, in display order."""
     model = state.get(model_id)
     if model is None:
         return []
     if model.get("model_name") == "ImageModel":
-        return [buffer["data"] for buffer in model.get("buffers", [])
+        mime = "image/" + model.get("state", {}).get("format", "png")
+        return [(mime, buffer["data"]) for buffer in model.get("buffers", [])
                 if buffer.get("path") == ["value"] and buffer.get("encoding") == "base64"]
     pictures = []
     for child in model.get("state", {}).get("children", []):
@@ -70,9 +71,9 @@ class SitePreprocessor(Preprocessor):
                 pictures = _widget_pictures(state, view.get("model_id", ""))
                 if not pictures:
                     continue  # nothing a static page can show
-                for picture in pictures:
+                for mime, picture in pictures:
                     outputs.append(nbformat.v4.new_output("display_data", data={
-                        "image/png": picture,
+                        mime: picture,
                         "text/plain": "(the explorer's picture when the notebook was executed; run the notebook to move the sliders)",
                     }))
             cell.outputs = outputs

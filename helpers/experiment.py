@@ -319,8 +319,10 @@ def run_experiment(config: ExperimentConfig | None = None, *, device=None, progr
 # Files
 
 
-#: The cached results committed with the collection (``make experiment`` rewrites them).
+#: The cached results committed with the collection (``make experiment`` rewrites them), found
+#: from the package so that a notebook reads them from any working directory.
 CACHED_RESULTS = Path(__file__).resolve().parents[1] / "data" / "extrapolation.json"
+CACHED_MODELS = CACHED_RESULTS.with_name("extrapolation_models.pt")
 
 
 def load_results(path=CACHED_RESULTS) -> dict:
@@ -343,7 +345,7 @@ def save_models(models: dict, config: ExperimentConfig, path) -> None:
     torch.save({"config": config.to_dict(), "states": states}, path)
 
 
-def load_models(path, *, device=None) -> tuple[dict, ExperimentConfig]:
+def load_models(path=CACHED_MODELS, *, device=None) -> tuple[dict, ExperimentConfig]:
     """Rebuild the models saved by ``save_models``: ``({(task, scheme): model in eval mode}, config)``.
 
     The float16 weights are loaded into float32 models on ``device`` (default: the CPU).

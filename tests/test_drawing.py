@@ -81,5 +81,5 @@ def test_every_explorer_builds_with_its_defaults():
     assert "one_clock_explorer" in names
     for name in names:
         explorer = getattr(helpers.widgets, name)()
-        assert bytes(explorer.image.value).startswith(b"\x89PNG")
+        assert bytes(explorer.image.value).startswith(b"\xff\xd8") and explorer.image.format == "jpeg"
         assert set(explorer.controls) <= set(explorer.drawing.params)
