@@ -54,6 +54,7 @@ PROBE_JS = """
 (images) => {
   window.__lastKey = null;
   document.addEventListener('keydown', (e) => { window.__lastKey = e.timeStamp; }, true);
+  document.addEventListener('pointerdown', (e) => { window.__lastKey = e.timeStamp; }, true);
   window.__paints = images.map(() => []);
   images.forEach((img, i) => {
     new MutationObserver(() => {
@@ -217,7 +218,9 @@ def test_explorers_in_lab(path, lab, lab_page, artifacts, latency_rows):
             box = images[k].bounding_box()
             assert box and box["width"] > 100 and box["height"] > 50, f"{path.name}: {name}: picture not shown ({box})"
             sliders = explorer.locator(".widget-slider")
-            assert sliders.count() > 0, f"{path.name}: {name} shows no slider"
+            groups = explorer.locator(".widget-toggle-buttons").all()
+            selects = explorer.locator(".widget-dropdown select").all()
+            assert sliders.count() + len(groups) + len(selects) > 0, f"{path.name}: {name} shows no control"
             handles = []
             for s in range(sliders.count()):
                 slider = sliders.nth(s)
@@ -231,7 +234,7 @@ def test_explorers_in_lab(path, lab, lab_page, artifacts, latency_rows):
             # Every slider repaints the picture; together ~PRESSES presses for the latency.
             latencies, paints, silent = [], [], []
             start = time.monotonic()
-            for press in range(max(PRESSES, len(handles))):
+            for press in range(max(PRESSES, len(handles)) if handles else 0):
                 label, handle, direction = handles[press % len(handles)]
                 timing = _press_and_wait(page, handle, k, _slider_key(handle, direction))
                 if timing is None:
@@ -244,20 +247,29 @@ def test_explorers_in_lab(path, lab, lab_page, artifacts, latency_rows):
             assert not silent, f"{path.name}: {name}: no new picture after a key press on slider(s) {sorted(set(silent))}"
             # The other controls: choosing another option of each button group or drop-down repaints too.
             others = 0
-            for group in explorer.locator(".widget-toggle-buttons").all():
-                other = group.locator("button:not(.mod-active)").first
-                choice = other.inner_text()
-                assert _press_and_wait(page, None, k, None, other.click) is not None, (
-                    f"{path.name}: {name}: no new picture after choosing {choice!r}")
-                others += 1
-            for select in explorer.locator(".widget-dropdown select").all():
-                options = select.locator("option").all_inner_texts()
-                current = select.evaluate("(s) => s.options[s.selectedIndex].text")
-                choice = next((o for o in options if o != current), None)
-                if choice is not None:
-                    assert _press_and_wait(page, None, k, None, lambda: select.select_option(label=choice)) is not None, (
-                        f"{path.name}: {name}: no new picture after choosing {choice!r}")
+            # An explorer without sliders is timed on its buttons: several rounds of choices.
+            rounds = 1 if handles else max(1, PRESSES // max(1, len(groups) + len(selects)))
+            for _ in range(rounds):
+                for group in groups:
+                    other = group.locator("button:not(.mod-active)").first
+                    choice = other.inner_text()
+                    timing = _press_and_wait(page, None, k, None, other.click)
+                    assert timing is not None, f"{path.name}: {name}: no new picture after choosing {choice!r}"
                     others += 1
+                    if not handles:
+                        latencies.append(timing[0])
+                        paints.append(timing[1])
+                for select in selects:
+                    options = select.locator("option").all_inner_texts()
+                    current = select.evaluate("(s) => s.options[s.selectedIndex].text")
+                    choice = next((o for o in options if o != current), None)
+                    if choice is not None:
+                        timing = _press_and_wait(page, None, k, None, lambda: select.select_option(label=choice))
+                        assert timing is not None, f"{path.name}: {name}: no new picture after choosing {choice!r}"
+                        others += 1  # (no pointer or key event to time a drop-down from)
+            if not handles:
+                explorer.screenshot(path=str(artifacts / f"{path.stem}__{k}_{name}.png"))
+            assert latencies, f"{path.name}: {name}: nothing to time (no slider and no button group)"
             latency_rows.append({
                 "notebook": path.stem, "explorer": name, "sliders": len(handles), "other_controls": others, "presses": len(latencies),
                 "median_ms": round(float(np.median(latencies)), 1),
