@@ -12,7 +12,7 @@ export HELPERS_DEVICE ?= cpu
 export PYTHONHASHSEED := 0
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: setup lab test test-unit test-notebooks test-browser notebooks experiment bench slides html clean
+.PHONY: setup lab test test-portable test-unit test-notebooks test-browser notebooks experiment bench slides html clean
 
 setup: $(STAMP)
 
@@ -24,11 +24,21 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
+# JupyterLab refuses to start as root unless told; as root (containers, cloud machines) we tell it.
+# LAB_FLAGS adds options, for example `make lab LAB_FLAGS="--no-browser --port 8899"`.
+LAB_FLAGS ?=
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab notebooks/00_start_here.ipynb
+	$(VENV)/bin/jupyter lab $(ALLOW_ROOT) $(LAB_FLAGS) notebooks/00_start_here.ipynb
 
 test: $(STAMP)
 	$(PY) -m pytest tests notebooks --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg -m "not browser" -p no:cacheprovider
+
+# The notebooks once more under another kernel path: torch's plain (non-SIMD) CPU kernels and one
+# thread. A saved output that holds only on one kind of CPU fails here.
+test-portable: $(STAMP)
+	ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
+		$(PY) -m pytest notebooks --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider -q
 
 test-unit: $(STAMP)
 	$(PY) -m pytest tests -m "not browser" -p no:cacheprovider
