@@ -1,7 +1,9 @@
 """ALiBi, attention with linear biases (Press et al. 2022; article 001 §7.4 and §9.9, article 003 §9).
 
-Notation: ``H`` heads, ``Tq`` queries, ``Tk`` keys, ``m_h`` the slope of head ``h``, distance
-``i - j`` from query ``i`` back to key ``j``.
+Notation: ``H`` heads, ``Tq`` queries, ``Tk`` keys, ``m_h`` the slope of head ``h`` (a penalty per
+token of offset; the letter is the ALiBi paper's, not a position), ``i`` the query's position and
+``j`` the key's. The offset ``i - j`` (how many tokens the key lies back from the query) is the
+collection's ``Δ = m - n``, query minus key; T5's and Shaw's relative position ``j - i`` is ``-Δ``.
 
 No position vectors: each head subtracts ``m_h`` times the distance from the score. Queries and
 keys align bottom-right, like ``helpers.attention``: query ``i`` sits at position
@@ -37,7 +39,9 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
     """Head slopes ``(H,)`` float64, as the ALiBi reference code computes them.
 
     For a power of two ``n``, the geometric sequence ``2^(-8/n), 2^(-16/n), ..., 2^(-8)``
-    (8 heads: 1/2, 1/4, ..., 1/256). Otherwise the slopes of the closest smaller power of two,
+    (8 heads: 1/2, 1/4, ..., 1/256). This is a hand-chosen recipe of Press et al. (2022), not
+    derived from anything; the shallowest slope is always ``2^-8`` and the steepest ``2^(-8/n)``,
+    so with few heads every head is shallow (4 heads: 1/4 at most; 1 head: 1/256). Otherwise the slopes of the closest smaller power of two,
     followed by every other slope of the next power of two, until there are ``n``
     (12 heads: 1/2, ..., 1/256, then 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5).
     """
@@ -111,8 +115,8 @@ def alibi_decay_distance(n_heads: int, fraction: float = 0.01) -> torch.Tensor:
     """For each head, the distance ``ln(1/fraction) / m_h`` (tokens) where the prior weight has fallen
     to ``fraction`` of the weight on distance 0; ``(H,)`` float64.
 
-    With content switched off a head's weights are ``∝ exp(-m_h k)`` at distance ``k``, so the
-    ratio to the nearest key is ``exp(-m_h k)``; it drops below ``fraction`` just beyond this
+    With content switched off a head's weights are ``∝ exp(-m_h Δ)`` at offset ``Δ = i - j``, so
+    the ratio to the nearest key is ``exp(-m_h Δ)``; it drops below ``fraction`` just beyond this
     distance (1%: ``ln 100 / m_h ≈ 4.61 / m_h``; 8 heads: 9.2 tokens for ``m = 1/2``, 1179 for ``1/256``).
     """
     n_heads = check_int("n_heads", n_heads, minimum=1)

@@ -2,7 +2,9 @@
 
 Notation: ``H`` heads, ``Tq`` queries, ``Tk`` keys, ``d`` head width. The relative position is
 ``j - i``, key position minus query position (Hugging Face T5's ``memory_position -
-context_position``): negative for keys in the past. Queries align bottom-right as in
+context_position``, and Shaw et al.'s ``clip(j - i, k)``): negative for keys in the past. It is
+``-Δ`` in the collection's convention ``Δ = m - n`` (query minus key), whereas ALiBi's ``i - j``
+is ``Δ`` itself. Queries align bottom-right as in
 ``helpers.attention``: query ``i`` sits at position ``i + Tk - Tq``.
 
 The family. Every member adds to the score ``q_i · k_j / sqrt(d)`` a term that depends on
@@ -10,9 +12,13 @@ The family. Every member adds to the score ``q_i · k_j / sqrt(d)`` a term that 
 
 - Shaw et al. (2018): a learned vector ``a_r`` of width ``d`` for each relative position
   ``r`` clipped to ``[-K, K]``; the extra score is ``q_i · a_(j-i) / sqrt(d)`` (it depends on
-  the query too).
+  the query too). The paper also adds a second table to the values,
+  ``z_i = Σ_j α_ij (v_j + a^V_(j-i))``; ``ShawRelativeBias`` covers the key term only (a bias
+  cannot reach the values).
 - T5 (Raffel et al. 2020): one learned number per head for each *bucket* of relative positions;
-  buckets are exact for small distances and logarithmically wider beyond, up to ``max_distance``.
+  buckets are exact for small distances and logarithmically wider beyond. T5 does not scale
+  ``q · k`` by ``1/sqrt(d)`` at all (its initialisation of ``W_Q`` absorbs the factor) and adds
+  the bias to the unscaled score.
 - ALiBi (``helpers.alibi``): nothing learned, ``-m_h |j - i|``: the fixed, linear member.
 """
 
@@ -68,8 +74,11 @@ def relative_position_bucket(relative_position, bidirectional: bool = True, num_
     ``num_buckets // 2``) for keys after it. Unidirectional (decoder): keys after the query share
     bucket 0 with distance 0 (the causal mask removes them anyway). Within a half of ``nb``
     buckets, distances ``0 .. nb/2 - 1`` get a bucket each; larger distances ``n`` get
-    ``nb/2 + floor(log(n / (nb/2)) / log(max_distance / (nb/2)) * nb/2)``, capped at ``nb - 1``,
-    so every distance from about ``max_distance`` on shares the last bucket.
+    ``nb/2 + floor(log(n / (nb/2)) / log(max_distance / (nb/2)) * nb/2)``, capped at ``nb - 1``.
+    The formula would reach ``nb`` (one past the last bucket) at ``n = max_distance``, so the last
+    bucket begins well *before* ``max_distance``: where the value reaches ``nb - 1``, at
+    ``n = (nb/2) (max_distance / (nb/2))^((nb/2 - 1) / (nb/2))``, rounded up. With the defaults
+    the bidirectional bucket 15 starts at distance 91 and the unidirectional bucket 31 at 113.
 
     The logarithm is taken in float32 and truncated toward zero, in the order Hugging Face's
     ``T5Attention`` uses, so the buckets agree with its values (default settings: distances 0-7
@@ -79,7 +88,8 @@ def relative_position_bucket(relative_position, bidirectional: bool = True, num_
         relative_position: integer tensor of ``j - i`` values, any shape.
         bidirectional: encoder (True) or decoder (False) bucketing.
         num_buckets: total number of buckets (T5: 32).
-        max_distance: distance from which everything shares the last bucket (T5: 128).
+        max_distance: the distance at which the logarithmic buckets would run past the last one
+            (T5: 128); the last bucket itself starts earlier (91 or 113 with the defaults).
     """
     if not isinstance(relative_position, torch.Tensor):
         raise TypeError(f"relative_position must be an integer torch.Tensor, got {type(relative_position).__name__}")
@@ -106,7 +116,12 @@ class T5RelativeBias(nn.Module):
     """T5-style learned bias: one number per head and bucket, ``(H, Tq, Tk)`` from ``forward``.
 
     ``bias[h, i, j] = weight[bucket(j - i), h]``; pass it as ``bias=`` to ``helpers.attention``.
-    T5 shares one such table across the layers of a stack. The weights start as
+    T5 shares one such table across the layers of a stack.
+
+    Scaling. T5 computes ``softmax(q kᵀ + bias)``: no ``1/sqrt(d)`` anywhere (the factor is folded
+    into the initialisation of ``W_Q``). ``helpers.attention`` computes ``softmax(q kᵀ / sqrt(d) +
+    bias)``: the bias is added unscaled there too, but the content score is divided by
+    ``sqrt(d)``. To reproduce T5's scores exactly, pass ``q * sqrt(d)`` as the queries. The weights start as
     ``nn.Embedding`` does (standard normal); set ``self.embedding.weight`` to explore by hand.
     """
 
@@ -134,6 +149,11 @@ class ShawRelativeBias(nn.Module):
     Relative positions beyond ``±K`` (``max_relative_position``) share the end vectors. The result
     is the extra score of Shaw et al.'s ``e_ij = q_i (k_j + a_ij)ᵀ / sqrt(d)``, ready to pass as
     ``bias=`` to ``helpers.attention`` (which adds the ``q_i · k_j / sqrt(d)`` part itself).
+
+    Only the key term. Shaw et al. also add a second learned table to the values,
+    ``z_i = Σ_j α_ij (v_j + a^V_(clip(j - i)))``; that term changes the output, not the scores,
+    so no bias can express it. With the weights ``α`` from ``helpers.attention`` it is
+    ``torch.einsum("...ij,ijd->...id", weights, table_v[index])``.
     """
 
     def __init__(self, head_dim: int, max_relative_position: int):

@@ -223,3 +223,29 @@ def test_bias_on_the_gpu_equals_the_cpu_bias(device):
     _, w_b = helpers.attention(q, k, v, bias=helpers.alibi_key_bias(12, 9, device=device, dtype=torch.float64),
                                causal=True)
     assert torch.allclose(w_a, w_b, atol=1e-12)
+
+
+def test_alibi_heads_legend_lists_only_the_lines_on_show():
+    drawing = helpers.plots.alibi_heads(n_heads=8, head=0, content=0.0)
+    weight_ax = drawing.artists["prior_line"].axes
+
+    def legend_labels():
+        return [text.get_text() for text in weight_ax.get_legend().get_texts()]
+
+    assert "with content" not in legend_labels() and len(legend_labels()) == 2
+    drawing.update(content=1.5)
+    assert "with content" in legend_labels() and len(legend_labels()) == 3
+    drawing.update(content=0.0)
+    assert "with content" not in legend_labels()
+    assert drawing.png()[:4] == b"\x89PNG"
+
+
+def test_alibi_heads_writes_slopes_as_mathtext_and_labels_its_colour_bar():
+    drawing = helpers.plots.alibi_heads(n_heads=12, head=9)
+    headline = drawing.artists["headline"].get_text()
+    assert "$m = 2^{-1.5}$" in headline and "2^-" not in headline
+    assert drawing.artists["colorbar"].ax.get_ylabel() != ""
+    few = helpers.plots.alibi_heads(n_heads=2, head=1, max_heads=2)  # a short axis would get ticks at 0.5
+    few.render()
+    dist_ax = few.artists["all_heads"].axes  # head indices are counts: whole-number ticks
+    assert all(float(t).is_integer() for t in dist_ax.get_xticks())

@@ -187,3 +187,55 @@ def test_buckets_and_modules_on_the_gpu(device):
     shaw = helpers.ShawRelativeBias(8, 3)
     q = torch.randn(2, 5, 8)
     assert torch.allclose(shaw.to(device)(q.to(device)).cpu(), shaw.cpu()(q), atol=1e-5)
+
+
+def test_last_bucket_starts_before_max_distance():
+    # The log formula reaches one past the last bucket at max_distance = 128, so the last bucket
+    # starts earlier: bidirectional bucket 15 at distance 91, unidirectional bucket 31 at 113.
+    def first_distance_of_last_bucket(bidirectional):
+        past = torch.arange(0, 1000)
+        buckets = helpers.relative_position_bucket(-past, bidirectional)
+        return int(past[buckets == buckets.max()].min())
+
+    assert first_distance_of_last_bucket(True) == 91 == math.ceil(8 * 16 ** (7 / 8))
+    assert first_distance_of_last_bucket(False) == 113 == math.ceil(16 * 8 ** (15 / 16))
+    assert helpers.relative_position_bucket(torch.tensor([-112, -113]), bidirectional=False).tolist() == [30, 31]
+    assert helpers.relative_position_bucket(torch.tensor([90, 91])).tolist() == [30, 31]  # keys after the query
+
+
+def test_relative_family_marks_where_the_last_bucket_starts():
+    drawing = helpers.plots.relative_family()
+    encoder = sorted(line.get_xdata()[0] for line in drawing.artists["encoder_last"])
+    assert encoder == [-91, 91] and drawing.artists["decoder_last"].get_xdata()[0] == 113
+    labels = drawing.fig.axes[0].get_legend_handles_labels()[1]
+    assert any("91" in label for label in labels) and any("113" in label for label in labels)
+    assert not any("128" in label for label in labels)
+    few = helpers.plots.relative_family(num_buckets=4, max_distance=10, span=20)  # would get ticks at 0.5
+    few.render()
+    ticks = few.fig.axes[0].get_yticks()  # bucket indices are counts: whole-number ticks
+    assert all(float(t).is_integer() for t in ticks)
+
+
+def test_relative_family_plots_against_the_offset_delta():
+    # x is Δ = i - j (query minus key): keys in the past sit at positive Δ.
+    drawing = helpers.plots.relative_family(span=40)
+    encoder, decoder = drawing.fig.axes[0].get_lines()[:2]
+    x, y = encoder.get_data()
+    assert y[list(x).index(5)] == 5 and y[list(x).index(-5)] == 16 + 5
+    x, y = decoder.get_data()
+    assert y[list(x).index(20)] == helpers.relative_position_bucket(torch.tensor(-20), False).item()
+    assert y[list(x).index(-20)] == 0
+
+
+def test_t5_bias_goes_with_unscaled_scores():
+    # T5: softmax(q kᵀ + bias), no 1/sqrt(d). helpers.attention divides q kᵀ by sqrt(d) and adds the
+    # bias unscaled, so passing q * sqrt(d) reproduces T5 exactly; passing q does not.
+    torch.manual_seed(2)
+    module = helpers.T5RelativeBias(2, num_buckets=8, max_distance=20)
+    q, k, v = (torch.randn(2, 6, 16, dtype=torch.float64) for _ in range(3))
+    bias = module(6).detach().double()
+    t5 = torch.softmax(q @ k.transpose(-2, -1) + bias, dim=-1)
+    _, scaled_q = helpers.attention(q * math.sqrt(16), k, v, bias=bias)
+    _, plain_q = helpers.attention(q, k, v, bias=bias)
+    assert torch.allclose(scaled_q, t5, atol=1e-12)
+    assert not torch.allclose(plain_q, t5, atol=1e-3)

@@ -1,7 +1,9 @@
 """Pictures for notebook 07: ALiBi and relative position biases (article 001 §2.2, §7.4, §9.9; article 003 §6, §9).
 
-Notation: ``H`` heads, ``h`` head index, ``m_h`` its slope, ``k = i - j`` the distance from the
-query back to a key (tokens). Heads are coloured from a sequential map, steep (dark) to shallow
+Notation: ``H`` heads, ``h`` head index, ``m_h`` its slope (a rate per token, not a position),
+``i`` the query's position and ``j`` the key's, ``Δ = i - j`` the offset from the query back to a
+key in tokens (the collection's ``Δ = m - n``, query minus key; T5's and Shaw's relative position
+``j - i`` is ``-Δ``). Heads are coloured from a sequential map, steep (dark) to shallow
 (light); frequency-pair colours (``pair_color``) are kept for the sinusoidal curves.
 
 Bias heat maps share one colour scale that saturates at ``-ln 100 ≈ -4.61``: a cell drawn in the
@@ -15,6 +17,7 @@ import math
 import numpy as np
 import torch
 from matplotlib import colormaps
+from matplotlib.ticker import MaxNLocator
 
 from ..alibi import alibi_bias, alibi_decay_distance, alibi_slopes
 from ..kernels import position_kernel
@@ -47,6 +50,11 @@ def slope_label(m: float, *, math_text: bool = True) -> str:
     exponent = math.log2(m)
     text = f"{exponent:.0f}" if abs(exponent - round(exponent)) < 1e-9 else f"{exponent:.3f}".rstrip("0")
     return rf"$m = 2^{{{text}}}$" if math_text else f"m = 2^{text}"
+
+
+def _integer_ticks(axis) -> None:
+    """Ticks at whole numbers only, for axes that count (tokens, heads, buckets)."""
+    axis.set_major_locator(MaxNLocator(integer=True))
 
 
 def _bias_cmap():
@@ -113,38 +121,52 @@ def alibi_heads(n_heads: int = 8, head: int = 0, content: float = 0.0, n_tokens:
     """One head of ALiBi: its bias, the weights of the newest token, and every head's 1% distance.
 
     Left, the ``n_tokens × n_tokens`` causal bias of head ``head`` (shared colour scale). Middle,
-    the attention weights of the last token of a ``window``-token sequence against distance ``k``,
-    divided by the weight at ``k = 0`` (log scale): with content off this is ``exp(-m k)``, a
+    the attention weights of the last token of a ``window``-token sequence against the offset
+    ``Δ = i - j``, divided by the weight at ``Δ = 0`` (log scale): with content off this is ``exp(-m Δ)``, a
     straight line that crosses 1% at ``ln 100 / m``; with ``content`` > 0 a fixed random content
     score of that strength (standard deviation, score units) is added to each key. Right, the 1%
-    distance of every head, the chosen one circled.
+    distance of every head, the chosen one circled. The legend lists only the lines on show (the
+    content line appears when ``content`` > 0); the headline writes the slope as ``$2^{-1}$``.
 
     Parameters: ``n_heads`` (1 .. ``max_heads``), ``head`` (clamped to ``n_heads - 1``), ``content``.
     """
     fig, (bias_ax, weight_ax, dist_ax) = new_figure(10.5, 3.5, ncols=3)
-    fig.subplots_adjust(left=0.05, right=0.985, bottom=0.14, top=0.8, wspace=0.42)
+    fig.subplots_adjust(left=0.05, right=0.985, bottom=0.14, top=0.8, wspace=0.6)
     # One changing line of text above the panels (each Text costs a glyph render per frame).
     headline = fig.text(0.5, 0.96, "", ha="center", va="top", fontsize=10)
     image = bias_ax.imshow(np.zeros((n_tokens, n_tokens)), cmap=_bias_cmap(), vmin=BIAS_FLOOR, vmax=0.0,
                            interpolation="nearest")
     bias_ax.set_xlabel("key j (token)")
     bias_ax.set_ylabel("query i (token)")
+    _integer_ticks(bias_ax.xaxis)
+    _integer_ticks(bias_ax.yaxis)
     bias_ax.set_title("its causal bias -m(i-j)", fontsize=9)
-    fig.colorbar(image, ax=bias_ax, fraction=0.046, pad=0.03)
+    bar = fig.colorbar(image, ax=bias_ax, fraction=0.046, pad=0.03)
+    bar.set_label("bias added to the score", fontsize=8)
 
-    distance = np.arange(window)  # (window,)
-    noise = _content_scores(window, seed)  # (window,) content score of the key at each distance
-    (prior_line,) = weight_ax.plot([], [], color="black", linewidth=2.0, label="content off: exp(-m k)")
+    distance = np.arange(window)  # (window,) offset Δ = i - j of each key
+    noise = _content_scores(window, seed)  # (window,) content score of the key at each offset
+    (prior_line,) = weight_ax.plot([], [], color="black", linewidth=2.0, label=r"content off: $e^{-m\Delta}$")
     (content_line,) = weight_ax.plot([], [], color="tab:orange", linewidth=1.0, label="with content")
-    weight_ax.axhline(0.01, color="tab:red", linestyle="--", linewidth=1.0, label="1% of distance 0")
+    one_percent = weight_ax.axhline(0.01, color="tab:red", linestyle="--", linewidth=1.0,
+                                    label=r"1% of the weight at $\Delta = 0$")
     cutoff = weight_ax.axvline(0.0, color="tab:red", linestyle=":", linewidth=1.2)
     weight_ax.set_yscale("log")
     weight_ax.set_ylim(1e-4, 30.0)
     weight_ax.set_xlim(0, window - 1)
-    weight_ax.set_xlabel("distance k = i - j (tokens)")
-    weight_ax.set_ylabel("weight / weight at k = 0")
+    weight_ax.set_xlabel("offset Δ = i - j (tokens back)")
+    weight_ax.set_ylabel("weight / weight at Δ = 0")
     weight_ax.set_title("newest token's weights, relative", fontsize=9)
-    weight_ax.legend(loc="upper right", fontsize=7, frameon=False)
+    legend_state = {"content": None}
+
+    def show_legend(with_content: bool) -> bool:
+        """Legend of the visible lines only; True when it changed (the layout must be redrawn)."""
+        if legend_state["content"] == with_content:
+            return False
+        handles = [prior_line] + ([content_line] if with_content else []) + [one_percent]
+        weight_ax.legend(handles=handles, loc="upper right", fontsize=7, frameon=False)  # replaces the old one
+        legend_state["content"] = with_content
+        return True
 
     (all_heads,) = dist_ax.plot([], [], "o-", color="0.45", markersize=4, linewidth=1.0, label="every head")
     (chosen,) = dist_ax.plot([], [], "o", markersize=11, markerfacecolor="none", markeredgecolor="tab:red",
@@ -153,6 +175,7 @@ def alibi_heads(n_heads: int = 8, head: int = 0, content: float = 0.0, n_tokens:
     dist_ax.set_yscale("log")
     dist_ax.set_ylim(1.0, 3000.0)
     dist_ax.set_xlim(-0.7, max_heads - 0.3)
+    _integer_ticks(dist_ax.xaxis)
     dist_ax.set_xlabel("head index h")
     dist_ax.set_ylabel("1% distance ln(100)/m (tokens)")
     dist_ax.set_title("1% distance of each head", fontsize=9)
@@ -171,25 +194,27 @@ def alibi_heads(n_heads: int = 8, head: int = 0, content: float = 0.0, n_tokens:
         cutoff.set_xdata([min(reach, window - 1)] * 2)
         all_heads.set_data(np.arange(n_heads), alibi_decay_distance(int(n_heads)).numpy())  # (H,)
         chosen.set_data([head], [reach])
-        headline.set_text(f"head {head} of {n_heads}: {slope_label(m, math_text=False)} = {m:.4g};   "
+        headline.set_text(f"head {head} of {n_heads}: {slope_label(m)} = {m:.4g};   "
                           f"1% distance {reach:.1f} tokens" + ("" if reach < window else " (off the axis)")
                           + f";   content strength {content:.1f}")
-        return None
+        return FULL if show_legend(content > 0) else None  # the legend is part of the background
 
     params = {"n_heads": int(n_heads), "head": int(head), "content": float(content)}
     update(**params)
     artists = {"image": image, "prior_line": prior_line, "content_line": content_line, "cutoff": cutoff,
-               "all_heads": all_heads, "chosen": chosen, "headline": headline}
+               "all_heads": all_heads, "chosen": chosen, "headline": headline, "colorbar": bar}
     animated = [image, prior_line, content_line, cutoff, all_heads, chosen, headline]
     return Drawing("alibi_heads", fig, update, params, artists, animated)
 
 
 def prior_shapes(n_heads: int = 8, d: int = 8, n_distances: int = 16) -> Drawing:
-    """The position prior with content switched off: ALiBi's straight lines beside sinusoidal's waves.
+    """What position alone adds to a score, content switched off: ALiBi's lines beside sinusoidal's waves.
 
-    Left, ``-m_h k`` for every head: each falls strictly with distance. Right, the sinusoidal
-    position-position score ``Σ_i cos(k θ_i)`` for width ``d`` minus its value at distance 0
-    (article 001 §6.5 and §7.4), which dips and comes back up (for ``d = 8`` at distances 4 and 5).
+    Two different quantities, compared by shape only. Left, ALiBi's *bias* ``-m_h Δ`` for every
+    head, added to the scaled score ``q·k/sqrt(d)``: each falls strictly with the offset ``Δ``.
+    Right, the sinusoidal *position-position dot product* ``p_i · p_j = Σ_i cos(Δ θ_i)`` for width
+    ``d`` (raw: no ``W_Q``, ``W_K`` and no ``1/sqrt(d)``), minus its value at ``Δ = 0``
+    (article 001 §6.5 and §7.4), which dips and comes back up (for ``d = 8`` at ``Δ`` = 4 and 5).
     Parameter ``d`` (even).
     """
     fig, (alibi_ax, sin_ax) = new_figure(10.0, 3.8, ncols=2, sharey=False)
@@ -197,16 +222,18 @@ def prior_shapes(n_heads: int = 8, d: int = 8, n_distances: int = 16) -> Drawing
     k = np.arange(n_distances)
     for h, m in enumerate(alibi_slopes(n_heads).tolist()):
         alibi_ax.plot(k, -m * k, "o-", markersize=3, color=head_color(h, n_heads), label=slope_label(m))
-    alibi_ax.set_title(f"ALiBi, {n_heads} heads: prior -m k falls strictly")
-    alibi_ax.set_xlabel("distance k (tokens)")
-    alibi_ax.set_ylabel("prior score, relative to distance 0")
+    alibi_ax.set_title(f"ALiBi, {n_heads} heads: " + r"bias $-m\Delta$ falls strictly")
+    alibi_ax.set_xlabel("offset Δ = i - j (tokens back)")
+    alibi_ax.set_ylabel(r"ALiBi bias $-m\Delta$ (added to the score)")
+    _integer_ticks(alibi_ax.xaxis)
     alibi_ax.legend(fontsize=7, ncols=2, frameon=False, loc="lower left")
-    (wave,) = sin_ax.plot([], [], "o-", markersize=4, color=pair_color(0), label="sinusoidal prior")
+    (wave,) = sin_ax.plot([], [], "o-", markersize=4, color=pair_color(0), label="position dot product")
     (rebound,) = sin_ax.plot([], [], "o", markersize=10, markerfacecolor="none", markeredgecolor="tab:red",
-                             markeredgewidth=2.0, label="higher than the distance before")
+                             markeredgewidth=2.0, label=r"higher than at $\Delta - 1$")
     sin_ax.axhline(0.0, color="0.85", linewidth=0.8, zorder=0)
-    sin_ax.set_xlabel("distance k (tokens)")
-    sin_ax.set_ylabel("prior score, relative to distance 0")
+    sin_ax.set_xlabel("offset Δ = i - j (tokens back)")
+    sin_ax.set_ylabel(r"$p_i \cdot p_j - d/2$  (its value at $\Delta = 0$)")
+    _integer_ticks(sin_ax.xaxis)
     sin_ax.legend(fontsize=8, frameon=False, loc="upper right")
 
     def update(d: int):
@@ -215,7 +242,7 @@ def prior_shapes(n_heads: int = 8, d: int = 8, n_distances: int = 16) -> Drawing
         wave.set_data(k, relative)
         up = np.flatnonzero(np.diff(relative) > 0) + 1
         rebound.set_data(k[up], relative[up])
-        sin_ax.set_title(f"sinusoidal, d = {d}: sum of cos(k θ_i) oscillates")
+        sin_ax.set_title(f"sinusoidal, d = {d}: " + r"$p_i \cdot p_j = (d/2)\,\kappa_d(\Delta)$ oscillates")
         sin_ax.relim()
         sin_ax.autoscale_view()
         return FULL
@@ -241,7 +268,7 @@ def alibi_extrapolation(n_heads: int = 8, short: int = 32, long: int = 1024) -> 
     long_bias = alibi_bias(n_heads, 1, long, dtype=torch.float64)[:, 0]  # (H, long)
     short_w = torch.softmax(short_bias, dim=-1).flip(-1).numpy()  # (H, short) by distance 0..short-1
     long_w = torch.softmax(long_bias, dim=-1).flip(-1).numpy()  # (H, long) by distance
-    k = np.arange(short)
+    k = np.arange(short)  # offsets Δ = 0 .. short - 1
     lines = []
     for h in range(n_heads):
         color = head_color(h, n_heads)
@@ -250,7 +277,8 @@ def alibi_extrapolation(n_heads: int = 8, short: int = 32, long: int = 1024) -> 
         left.plot(k, short_w[h], "o", color=color, markersize=3)
         lines.append(line)
     left.set_yscale("log")
-    left.set_xlabel("distance k (tokens)")
+    left.set_xlabel("offset Δ = i - j (tokens back)")
+    _integer_ticks(left.xaxis)
     left.set_ylabel("weight over the last keys")
     left.set_title(f"newest token: {short} tokens (dots) = last {short} of {long} (lines)")
     left.legend(fontsize=7, ncols=2, frameon=False, loc="lower left")
@@ -259,8 +287,9 @@ def alibi_extrapolation(n_heads: int = 8, short: int = 32, long: int = 1024) -> 
     right.set_yscale("log")
     right.set_ylim(1e-9, 2.0)
     right.set_xlabel("head index h")
-    right.set_ylabel(f"weight beyond distance {short - 1}")
-    right.set_title(f"{long} tokens: weight beyond distance {short - 1}")
+    _integer_ticks(right.xaxis)
+    right.set_ylabel(f"weight at Δ > {short - 1}")
+    right.set_title(f"{long} tokens: weight further back than Δ = {short - 1}")
     update = lambda: None  # noqa: E731  (a static picture)
     return Drawing("alibi_extrapolation", fig, update, {}, {"lines": lines, "bars": bars})
 
@@ -269,7 +298,8 @@ def recency_price(n_heads: int = 8, n_tokens: int = 1024) -> Drawing:
     """The price of the recency prior: the content score a key at distance ``D`` needs to take half
     of the newest token's attention, when every other key has content score 0.
 
-    Under head ``h`` it is ``m_h D + ln Σ_(k≠D) exp(-m_h k)``: linear in ``D``. Without positions
+    Under head ``h`` it is ``m_h D + ln Σ_(Δ≠D) exp(-m_h Δ)``: almost exactly linear in ``D``
+    (slope ``m_h``) once ``exp(-m_h D)`` is small. Without positions
     it would be ``ln(n_tokens - 1)`` at every distance (dashed).
     """
     fig, ax = new_figure(7.5, 4.0)
@@ -284,52 +314,73 @@ def recency_price(n_heads: int = 8, n_tokens: int = 1024) -> Drawing:
     ax.axhline(math.log(n_tokens - 1), color="black", linestyle="--", linewidth=1.0, label="no position bias")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("distance D of the key that should win (tokens)")
+    ax.set_xlabel("offset D = i - j of the key that should win (tokens back)")
     ax.set_ylabel("content score margin needed")
     ax.set_title(f"Margin for half of the attention, {n_tokens}-token context")
     ax.legend(fontsize=7, ncols=3, frameon=False, loc="upper left")
     return Drawing("recency_price", fig, lambda: None, {}, {"lines": lines})
 
 
+def _bucket_starts(bidirectional: bool, num_buckets: int, max_distance: int) -> list[int]:
+    """The smallest offset ``Δ >= 0`` (a key ``Δ`` tokens back, relative position ``-Δ``) in each bucket
+    that past keys reach, found with ``relative_position_bucket`` itself."""
+    offsets = torch.arange(0, 64 * max_distance + 1)  # far past max_distance: every past bucket is reached
+    buckets = relative_position_bucket(-offsets, bidirectional, num_buckets, max_distance)  # (N,)
+    first: dict[int, int] = {}
+    for delta, b in zip(offsets.tolist(), buckets.tolist()):
+        first.setdefault(b, delta)
+    return [first[b] for b in sorted(first)]
+
+
 def relative_family(num_buckets: int = 32, max_distance: int = 128, slope: float = 1 / 16, clip: int = 8,
                     span: int = 160) -> Drawing:
-    """The relative family side by side.
+    """The relative family side by side, against the offset ``Δ = i - j`` (T5's relative position is ``-Δ``).
 
-    Left, T5's bucket for each relative position ``j - i`` (bidirectional and unidirectional).
-    Right, the bias each member can express against distance, written with one slope ``m`` so
-    that they are comparable: Shaw's clipped table ``-m min(k, clip)``, T5 with bucket ``b`` set
-    to ``-m`` times its first distance (steps that widen with distance), and ALiBi's ``-m k``,
-    the one with nothing to learn.
+    Left, T5's bucket for each offset (bidirectional and unidirectional), with dotted lines where
+    the *last* bucket begins: with the defaults at ``Δ = 91`` for the encoder (and ``Δ = -91`` for
+    keys after the query) and ``Δ = 113`` for the decoder, well before ``max_distance`` = 128 (the
+    offset at which the logarithmic formula would reach one bucket past the last). Right, the bias
+    each member can express against ``Δ``, written with one slope ``m`` so that they are comparable:
+    Shaw's clipped table ``-m min(Δ, clip)``, T5 with bucket ``b`` set to ``-m`` times its first
+    offset (steps that widen with ``Δ``), and ALiBi's ``-m Δ``, the one with nothing to learn.
     """
     fig, (bucket_ax, bias_ax) = new_figure(11.0, 3.9, ncols=2)
     fig.subplots_adjust(left=0.07, right=0.98, bottom=0.14, top=0.86, wspace=0.25)
-    rel = torch.arange(-span, span + 1)  # (R,)
-    both = relative_position_bucket(rel, True, num_buckets, max_distance).numpy()
-    past = relative_position_bucket(rel, False, num_buckets, max_distance).numpy()
-    bucket_ax.step(rel.numpy(), both, where="mid", color="tab:blue", label="bidirectional (encoder)")
-    bucket_ax.step(rel.numpy(), past, where="mid", color="tab:orange", label="unidirectional (decoder)")
-    for x in (-max_distance, max_distance):
-        bucket_ax.axvline(x, color="0.7", linestyle=":", linewidth=1.0)
-    bucket_ax.set_xlabel("relative position j - i (tokens)")
+    delta = torch.arange(-span, span + 1)  # (R,) offsets Δ = i - j
+    both = relative_position_bucket(-delta, True, num_buckets, max_distance).numpy()
+    past = relative_position_bucket(-delta, False, num_buckets, max_distance).numpy()
+    bucket_ax.step(delta.numpy(), both, where="mid", color="tab:blue", label="bidirectional (encoder)")
+    bucket_ax.step(delta.numpy(), past, where="mid", color="tab:orange", label="unidirectional (decoder)")
+    encoder_last = _bucket_starts(True, num_buckets, max_distance)[-1]
+    decoder_last = _bucket_starts(False, num_buckets, max_distance)[-1]
+    markers = {
+        "encoder_last": [bucket_ax.axvline(x, color="tab:blue", linestyle=":", linewidth=1.2,
+                                           label=f"encoder's last buckets: |Δ| ≥ {encoder_last}" if x > 0 else None)
+                         for x in (-encoder_last, encoder_last)],
+        "decoder_last": bucket_ax.axvline(decoder_last, color="tab:orange", linestyle=":", linewidth=1.2,
+                                          label=f"decoder's last bucket: Δ ≥ {decoder_last}"),
+    }
+    bucket_ax.set_xlabel("offset Δ = i - j (tokens back); T5's relative_position = -Δ")
     bucket_ax.set_ylabel("bucket index")
-    bucket_ax.set_title(f"T5 buckets: {num_buckets} buckets, max_distance {max_distance} (dotted)")
-    bucket_ax.legend(fontsize=8, frameon=False, loc="center right")
+    _integer_ticks(bucket_ax.yaxis)
+    bucket_ax.set_title(f"T5 buckets: {num_buckets} buckets, max_distance {max_distance}")
+    bucket_ax.legend(fontsize=7, loc="lower left", bbox_to_anchor=(0.0, 0.06), framealpha=1.0, edgecolor="none")
 
-    k = np.arange(span + 1)  # (K,) distance into the past
+    k = np.arange(span + 1)  # (K,) offsets Δ into the past
     buckets = relative_position_bucket(-torch.from_numpy(k), False, num_buckets, max_distance).numpy()
     first = {}
-    for distance, b in zip(k.tolist(), buckets.tolist()):
-        first.setdefault(b, distance)
+    for offset, b in zip(k.tolist(), buckets.tolist()):
+        first.setdefault(b, offset)
     t5 = np.array([-slope * first[b] for b in buckets.tolist()])
     shaw = -slope * np.minimum(k, clip)
     lines = {
         "shaw": bias_ax.plot(k, shaw, color="tab:green", linewidth=1.5, label=f"Shaw: table clipped at {clip}")[0],
         "t5": bias_ax.step(k, t5, where="post", color="tab:orange", linewidth=1.5, label="T5: one value per bucket")[0],
         "alibi": bias_ax.plot(k, -slope * k, color="black", linestyle="--", linewidth=1.5,
-                              label="ALiBi: fixed line -m k")[0],
+                              label=r"ALiBi: fixed line $-m\Delta$")[0],
     }
-    bias_ax.set_xlabel("distance k = i - j (tokens)")
+    bias_ax.set_xlabel("offset Δ = i - j (tokens back)")
     bias_ax.set_ylabel("bias added to the score")
     bias_ax.set_title(f"What each member can express (m = 1/{round(1 / slope)})")
     bias_ax.legend(fontsize=8, frameon=False, loc="lower left")
-    return Drawing("relative_family", fig, lambda: None, {}, lines)
+    return Drawing("relative_family", fig, lambda: None, {}, {**lines, **markers})
