@@ -189,3 +189,24 @@ def test_score_terms_explorer_slider_drives_the_drawing():
     assert explorer.image.value != before
     explorer.controls["a"].value = "identity"
     assert explorer.drawing.artists["spreads"]["position_position"] < 1e-12
+
+
+def test_score_term_maps_label_every_spread_bar_and_follow_updates():
+    """A bar of height 0 (the position term for A = I) is invisible: each bar carries its value."""
+    example = helpers.plots.score_example(T=12, d_model=16, seed=0)
+    drawing = helpers.plots.score_term_maps(example["x"], example["p"], example["weights"], a="identity",
+                                            content_weight=0.3)
+    labels, bars = drawing.artists["bar_labels"], drawing.artists["bars"]
+    names = ["content_content", "content_position", "position_content", "position_position", "full"]
+    assert len(labels) == len(bars) == 5
+    assert labels[3].get_text() == "0.00"  # the zero-height bar still shows its value
+    for params in ({}, {"a": "general", "content_weight": 2.0}):
+        drawing.update(**params)
+        spreads = drawing.artists["spreads"]
+        for label, bar, name in zip(labels, bars, names):
+            assert label.get_text() == f"{spreads[name]:.2f}"
+            x, y = label.get_position()
+            assert x == pytest.approx(bar.get_x() + bar.get_width() / 2)
+            assert y >= bar.get_height()
+            assert label in drawing.animated  # redrawn at every slider step
+    assert labels[3].get_text() != "0.00"

@@ -61,7 +61,8 @@ def score_example(T: int = 24, d_model: int = 64, seed: int = 0, *, dtype=torch.
 
 
 def score_term_maps(x, p, weights: dict, a: str = "general", content_weight: float = 1.0) -> Drawing:
-    """Heat maps of the four terms and of the full score, and how far each is from Toeplitz.
+    """Heat maps of the four terms and of the full score, and how far each is from Toeplitz
+    (constant along every diagonal: entry ``(m, n)`` depends on ``Δ = m - n`` only).
 
     Args:
         x: content ``(T, d_model)``; it enters the score as ``content_weight * x``.
@@ -72,8 +73,9 @@ def score_term_maps(x, p, weights: dict, a: str = "general", content_weight: flo
 
     Parameters: ``a``, ``content_weight``. Artists: ``images`` (dict by term name, plus
     ``"full"``; each shows its matrix divided by max |full score|), ``bars`` (the spreads of
-    ``kernels.toeplitz_spread``, same order as ``images``), ``spreads`` (a dict of floats,
-    refreshed by every update).
+    ``kernels.toeplitz_spread``, same order as ``images``), ``bar_labels`` (one text per bar
+    with its value to two decimals, so that a bar of height 0 still reads "0.00"), ``spreads``
+    (a dict of floats, refreshed by every update).
     """
     x = check_float_tensor("x", x)
     p = check_float_tensor("p", p)
@@ -108,9 +110,12 @@ def score_term_maps(x, p, weights: dict, a: str = "general", content_weight: flo
     bar_ax = axes[1, 2]
     short = ["c-c", "c-p", "p-c", "p-p", "full"]
     bars = bar_ax.bar(short, np.zeros(5), color=["0.55", "0.55", "0.55", "#6a51a3", "black"])
-    bar_ax.set_ylim(0, 1.05)
+    bar_labels = [bar_ax.text(bar.get_x() + bar.get_width() / 2, 0.0, "", ha="center", va="bottom", fontsize=7.5)
+                  for bar in bars]
+    bar_ax.set_ylim(0, 1.15)
+    bar_ax.set_yticks([0, 0.25, 0.5, 0.75, 1.0])
     bar_ax.set_ylabel("spread along diagonals", fontsize=8)
-    bar_ax.set_title("spread: 0 = depends on m - n only", fontsize=8.5)
+    bar_ax.set_title("spread: 0 = depends on Δ = m − n only", fontsize=8.5)
     bar_ax.tick_params(labelsize=8)
     fig.subplots_adjust(left=0.07, right=0.93, bottom=0.09, top=0.88, wspace=0.45, hspace=0.45)
     suptitle = fig.suptitle(" ", fontsize=10)
@@ -132,11 +137,13 @@ def score_term_maps(x, p, weights: dict, a: str = "general", content_weight: flo
             else:  # the spread does not change when a matrix is multiplied by a number > 0
                 spreads[name] = unit_spreads[a][name] if content_weight > 0 or powers[name] == 0 else 0.0
             bars[k].set_height(spreads[name])
+            bar_labels[k].set_text(f"{spreads[name]:.2f}")
+            bar_labels[k].set_y(spreads[name] + 0.01)
         suptitle.set_text(f"The four terms of the score: A = '{a}', content weight {content_weight:.3g} "
                           f"(spread of the full score {spreads['full']:.3f})")
         return None
 
     params = {"a": a, "content_weight": float(content_weight)}
     update(**params)
-    artists = {"images": images, "bars": list(bars), "spreads": spreads}
-    return Drawing("score_term_maps", fig, update, params, artists, [*images.values(), *bars, suptitle])
+    artists = {"images": images, "bars": list(bars), "bar_labels": bar_labels, "spreads": spreads}
+    return Drawing("score_term_maps", fig, update, params, artists, [*images.values(), *bars, *bar_labels, suptitle])
