@@ -1,10 +1,12 @@
 """Rotary position embedding, RoPE (Su et al. 2021; article 000 §9, article 003 §7-8 and §10).
 
-Notation: ``T`` positions, ``d`` head width (even), ``i`` pair index, ``θ_i = b^(-2i/d)``,
-``s`` scaling factor, ``L`` original (training) context length.
+Notation: ``T`` positions, ``d`` head width (even; the width of one attention head, not
+``d_model``), ``i`` pair index, ``θ_i = b^(-2i/d)``, ``s`` scaling factor, ``L`` original
+(training) context length, ``m`` the query's position, ``n`` the key's, ``Δ = m - n`` their offset.
 
-RoPE rotates each pair of a query or key by ``m θ_i`` at position ``m``; then
-``(R_m q)ᵀ (R_n k) = qᵀ R_(n-m) k`` depends on the positions only through ``n - m``.
+RoPE rotates each pair of a query or key (never a value), head by head, by ``m θ_i`` at position
+``m``; then ``(R_m q)ᵀ (R_n k) = qᵀ R_(n-m) k = qᵀ R_(-Δ) k`` depends on the positions only through
+the offset ``Δ = m - n``.
 
 Two layouts pair the dimensions differently; both are in use and mixing them is a classic
 checkpoint-conversion bug:
@@ -16,20 +18,27 @@ checkpoint-conversion bug:
 
 The tables are half width, ``(T, d/2)``: one angle per pair, whatever the layout.
 
-Long-context scaling (``scaling=`` dict, keys as in Hugging Face's ``rope_scaling``; the numbers
-match transformers' ``modeling_rope_utils`` for the same settings, computed here in float64):
+Long-context scaling (``scaling=`` dict, keys as in Hugging Face's ``rope_scaling``; for the types
+Hugging Face has, "linear", "dynamic", "yarn" and "llama3", the numbers match transformers'
+``modeling_rope_utils`` for the same settings, computed here in float64):
 
-- ``{"type": "linear", "factor": s}``: Position Interpolation, every ``θ_i / s``.
-- ``{"type": "ntk", "factor": s}``: NTK-aware, base ``b s^(d/(d-2))``.
-- ``{"type": "dynamic", "factor": s, "original_max_len": L, "seq_len": T}``: NTK-aware with the
-  factor grown from 1 as the sequence passes ``L``: base ``b (s T/L - (s-1))^(d/(d-2))``.
+- ``{"type": "linear", "factor": s}``: Position Interpolation (Chen et al. 2023), every ``θ_i / s``.
+- ``{"type": "ntk", "factor": s}``: NTK-aware scaling (bloc97, 2023), a fixed base
+  ``b s^(d/(d-2))``. Hugging Face has no such type: its "dynamic" recomputes the base from the
+  current length.
+- ``{"type": "dynamic", "factor": s, "original_max_len": L, "seq_len": T}``: Hugging Face's dynamic
+  NTK, the factor grown from 1 as the sequence passes ``L``: base ``b (s T/L - (s-1))^(d/(d-2))``.
+  The grown factor reaches ``s`` at ``T = (2 - 1/s) L`` and ``s² - s + 1`` at ``T = sL``.
 - ``{"type": "yarn", "factor": s, "original_max_len": L}`` (optional ``beta_fast=32``,
-  ``beta_slow=1``, ``attention_factor``): pairs that turn more than ``beta_fast`` times in ``L``
-  tokens keep ``θ_i``, pairs that turn less than ``beta_slow`` times get ``θ_i / s``, a linear
-  ramp in between; tables are multiplied by ``0.1 ln s + 1``.
+  ``beta_slow=1``, ``attention_factor``; Peng et al. 2023): pairs that turn more than
+  ``beta_fast`` times in ``L`` tokens keep ``θ_i``, pairs that turn less than ``beta_slow`` times
+  get ``θ_i / s``, and in between a ramp that is linear in the pair index ``i`` between
+  ``yarn_correction_range``'s two indices, as in the reference code and Hugging Face (the paper
+  writes the ramp as linear in the number of turns ``L/λ_i``, which differs inside the range).
+  Tables are multiplied by ``a = 0.1 ln s + 1``, so a score (query and key both rotated) by ``a²``.
 - ``{"type": "llama3", "factor": s, "original_max_len": L}`` (optional ``low_freq_factor=1``,
-  ``high_freq_factor=4``): wavelengths below ``L/4`` kept, above ``L`` divided by ``s``, smooth
-  in between (Llama 3.1).
+  ``high_freq_factor=4``): wavelengths below ``L/4`` kept, above ``L`` divided by ``s``, in
+  between a blend linear in the number of turns ``L/λ_i`` (Llama 3.1's "llama3" rope type).
 """
 
 from __future__ import annotations

@@ -88,6 +88,20 @@ def test_half_precision_tables_within_one_ulp_of_their_own_format(device, dtype)
     assert bool(((sin.double().cpu() - ref_sin).abs() <= ulp(ref_sin, dtype) + 1e-6).all())
 
 
+@pytest.mark.parametrize("device", device_params())
+def test_bfloat16_rope_tables_are_rounded_to_nearest(device):
+    """Notebook 06 §10: every bf16 entry within half a bf16 step of the true value (2^-9 for values
+    in [0.5, 1), so below 2e-3 everywhere), plus the float32 bound; at any position. A table
+    truncated to bf16 instead of rounded is off by up to a whole step and fails."""
+    positions = torch.cat((torch.tensor([10, 257, 1857, 10_000, 100_000, 1_000_000]), sampled_positions()[::40]))
+    cos, sin = helpers.rope_cos_sin(positions, 128, device=device, dtype=torch.bfloat16)
+    ref_sin, ref_cos = reference(positions, 128)
+    for got, want in ((cos, ref_cos), (sin, ref_sin)):
+        error = (got.double().cpu() - want).abs()
+        assert bool((error <= ulp(want, torch.bfloat16) / 2 + 4e-7).all())
+        assert float(error.max()) < 2e-3
+
+
 def test_the_common_float32_formula_fails_the_same_check():
     """Article 001 §8.1's formula: float32 ``position * div_term``. Off by more than 1e-3 at 5,000,000."""
     positions = torch.arange(LAST - 999, LAST + 1)

@@ -284,6 +284,24 @@ def test_dynamic_ntk_grows_with_the_sequence():
     torch.testing.assert_close(grown, torch.tensor(plain_theta(64, new_base), dtype=torch.float64))
 
 
+def test_dynamic_ntk_equals_hugging_face_at_the_target_length():
+    """Hugging Face's "dynamic" grows the factor as g(T) = s T/L - (s - 1): at T = sL that is
+    s^2 - s + 1 (57 for s = 8), far more than the static "ntk" factor s; g reaches s at T = (2 - 1/s) L."""
+    d, base, s, length = 128, 10000.0, 8.0, 2048
+
+    def new_base(scaling):
+        return helpers.rope_frequencies(d, base, scaling=scaling)[0][1].item() ** (-d / 2)  # θ_1 = b'^(-2/d)
+
+    dynamic = {"type": "dynamic", "factor": s, "original_max_len": length}
+    hf = base * ((s * (s * length) / length) - (s - 1)) ** (d / (d - 2))  # transformers' formula at T = sL
+    assert new_base({**dynamic, "seq_len": int(s * length)}) == pytest.approx(hf, rel=1e-12)
+    assert round(hf) == 607779 and hf == pytest.approx(base * (s * s - s + 1) ** (d / (d - 2)), rel=1e-12)
+    static = new_base({"type": "ntk", "factor": s})
+    assert round(static, 2) == 82684.62
+    assert new_base({**dynamic, "seq_len": int((2 - 1 / s) * length)}) == pytest.approx(static, rel=1e-12)
+    assert new_base({**dynamic, "seq_len": length // 2}) == pytest.approx(base, rel=1e-12)  # never below b
+
+
 @pytest.mark.parametrize("scaling, match", [
     ({"type": "longrope", "factor": 2.0}, "must be one of"),
     ({"factor": 2.0}, "must be one of"),
@@ -378,6 +396,26 @@ def _weighted_cos_at_1(theta):
 
     weight = (np.random.default_rng(0).standard_normal((theta.size, 2)) ** 2).sum(axis=1)
     return float(np.cos(theta) @ (weight / weight.sum()))
+
+
+def test_scaling_drawing_offset_axis_follows_the_factor():
+    """The right panel reaches the target length sL: out to the power of two times L at or above sL
+    (at least 2L), with a mark at sL; only crossing into another span lays the figure out again."""
+    length = 2048
+    drawing = helpers.plots.rope_scaling(base=10000.0, factor=4.0, method="yarn", original_len=length)
+    score_ax = drawing.fig.axes[1]
+    for factor, span in ((4.0, 4), (16.0, 16), (1.0, 2), (2.0, 2), (2.5, 4), (8.0, 8), (8.5, 16), (5.5, 8)):
+        drawing.update(factor=factor)
+        assert score_ax.get_xlim()[1] == pytest.approx(span * length), factor
+        for line in (drawing.artists["scaled"], drawing.artists["plain"]):
+            assert line.get_xdata().max() == span * length
+        assert drawing.artists["target"].get_xdata()[0] == factor * length
+        assert f"out to {span}L" in score_ax.get_title()
+        drawing.render()  # the new layout draws
+    drawing.update(factor=7.0)  # the same span as 5.5: no new layout, the cached background is kept
+    assert drawing._background is not None
+    drawing.update(factor=9.0)  # into the next span: laid out again
+    assert drawing._background is None
 
 
 def test_scaling_explorer_updates_its_drawing():

@@ -1,7 +1,8 @@
 """Pictures for notebook 06: rotations, long-range decay, the base, and context scaling of RoPE
 (article 000 §9, article 003 §7-8 and §10).
 
-Notation: ``m, n`` positions, ``Δ = n - m`` distance, ``d`` head width, ``i`` pair index,
+Notation: ``m`` position of the query, ``n`` of the key, ``Δ = m - n`` their offset (``Δ >= 0``: the
+key is ``Δ`` tokens back), ``d`` head width (per head, not ``d_model``), ``i`` pair index,
 ``θ_i = b^(-2i/d)`` radians per token, ``λ_i = 2π/θ_i`` wavelength in tokens, ``s`` scaling
 factor, ``L`` training (original) context length.
 """
@@ -11,9 +12,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
 from .. import rope as _rope
-from ._drawing import Drawing, new_figure
+from ._drawing import FULL, Drawing, new_figure
 from ._style import pair_color
 
 __all__ = ["rope_rotation", "rope_upper_bound", "rope_wavelengths", "rope_scaling", "SCALING_METHODS"]
@@ -78,9 +80,11 @@ def _upper_bound(distance: np.ndarray, theta: np.ndarray) -> np.ndarray:
 def rope_upper_bound(bases=(100.0, 10000.0, 500000.0), d: int = 128, max_distance: int = 100000) -> Drawing:
     """RoFormer's long-term-decay bound against distance, one curve per base.
 
-    Su et al. bound ``|Σ_i h_i e^(iΔθ_i)|`` by ``max_i |h_(i+1) - h_i| · Σ_j |S_j|`` with
-    ``S_j = Σ_(k<j) e^(iΔθ_k)``; the curve is the mean ``(1/(d/2)) Σ_j |S_j|``, on a log distance
-    axis from 1 to ``max_distance`` tokens. Static (no parameters to move).
+    Su et al. write the score as ``Re Σ_i h_i e^(ιΔθ_i)`` (``ι`` the imaginary unit, ``h_i`` the
+    product of pair ``i`` of the query with the conjugate of pair ``i`` of the key, ``Δ = m - n``)
+    and bound it by ``max_i |h_(i+1) - h_i| · Σ_j |S_j|`` with ``S_j = Σ_(l<j) e^(ιΔθ_l)``; the
+    curve is the mean ``(1/(d/2)) Σ_j |S_j|``, on a log axis of the offset from 1 to
+    ``max_distance`` tokens. The bound is even in ``Δ``. Static (no parameters to move).
     """
     fig, ax = new_figure(7.5, 3.6)
     distance = np.unique(np.round(np.logspace(0, math.log10(max_distance), 700)))
@@ -90,9 +94,9 @@ def rope_upper_bound(bases=(100.0, 10000.0, 500000.0), d: int = 128, max_distanc
         lines[base] = ax.plot(distance, _upper_bound(distance, theta), color=pair_color(k),
                               linewidth=1.2, label=f"base b = {base:,.0f}")[0]
     ax.set_xscale("log")
-    ax.set_xlabel("relative distance Δ = n - m (tokens, log scale)")
+    ax.set_xlabel("offset Δ = m - n (tokens, log scale)")
     ax.set_ylabel("relative upper bound")
-    ax.set_title(f"RoFormer's long-range bound, d = {d}: it falls with distance, not monotonically")
+    ax.set_title(f"RoFormer's long-range bound, d = {d}: it falls with the offset, not monotonically")
     ax.legend(fontsize=8, frameon=False)
     ax.grid(alpha=0.3)
     fig.subplots_adjust(left=0.09, right=0.98, bottom=0.15, top=0.9)
@@ -113,6 +117,7 @@ def rope_wavelengths(bases=(10000.0, 500000.0, 1000000.0), d: int = 128, context
     for context, style in zip(contexts, ("--", ":", "-.")):
         ax.axhline(context, color="0.3", linestyle=style, linewidth=1.0, label=f"context {context:,} tokens")
     ax.set_yscale("log")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("pair index i")
     ax.set_ylabel("wavelength λ_i (tokens, log scale)")
     ax.set_title(f"Wavelengths of the d/2 = {d // 2} pairs against the context length")
@@ -146,12 +151,16 @@ def _scaling_dict(method: str, factor: float, original_len: int):
 
 def rope_scaling(base: float = 10000.0, factor: float = 4.0, method: str = "yarn", d: int = 128,
                  original_len: int = 2048) -> Drawing:
-    """Long-context scaling: per-pair frequency scale and the score out to 4x the training length.
+    """Long-context scaling: per-pair frequency scale and the score out to the target length ``sL``.
 
     Left: ``θ'_i / θ_i`` against pair ``i`` for Position Interpolation (``"linear"``), NTK-aware
     (``"ntk"``) and YaRN (``"yarn"``) at the same ``s``; the chosen ``method`` is drawn bold.
-    Right: the score of one query with keys of the same content at distance ``Δ = 0 .. 4L``,
-    ``a² Σ_i |q_i|² cos(Δ θ'_i) / |q|²`` (``a`` the attention factor), against plain RoPE (grey).
+    Right: the score of one query with keys of the same content at offset ``Δ = m - n``,
+    ``a² Σ_i |q_i|² cos(Δ θ'_i) / |q|²`` (``a`` the attention factor), against plain RoPE (grey);
+    the score is even in ``Δ``. The axis follows ``s``: it reaches the power of two times ``L`` at
+    or above the target length ``sL`` (2L for s <= 2, then 4L, 8L, 16L), and a dotted line marks
+    ``sL`` itself. Moving ``s`` within one such span only moves the curves and the mark (a fast
+    update); crossing into the next span lays the figure out again (``FULL``).
 
     Parameters: ``base`` (b), ``factor`` (s >= 1), ``method`` (one of ``SCALING_METHODS``).
     """
@@ -162,16 +171,21 @@ def rope_scaling(base: float = 10000.0, factor: float = 4.0, method: str = "yarn
     weight = np.random.default_rng(0).standard_normal((d // 2, 2))
     weight = (weight ** 2).sum(axis=1)
     weight /= weight.sum()  # |q_i|^2 / |q|^2, (d/2,)
-    distance = np.arange(4 * original_len + 1)  # (D,): 0 .. 4L
-    # Drawn on a log axis: every distance up to 512, then 1500 log-spaced ones (a pixel there spans
-    # tens of tokens; drawing all 4L points costs more time than a slider can spare).
-    shown = np.unique(np.concatenate((np.arange(1, 513), np.geomspace(513, distance[-1], 1500).round().astype(int))))
+    state = {"span": None}  # the right end of the offset axis now drawn, in tokens
+
+    def offsets(span: int):
+        """All offsets ``0 .. span`` and the ones drawn on the log axis: every offset up to 512, then
+        1500 log-spaced ones (a pixel there spans tens of tokens; drawing all of them costs more
+        time than a slider can spare). Always 2012 points, whatever ``span``: a repeated offset
+        after rounding is drawn twice, harmlessly, and the lines keep their length."""
+        return span + 1, np.concatenate((np.arange(1, 513), np.geomspace(513, span, 1500).round().astype(int)))
 
     curves = {}
     for k, name in enumerate(SCALING_METHODS[1:]):
         curves[name] = scale_ax.plot([], [], color=pair_color(k + 1), linewidth=1.2, label=name)[0]
     scale_ax.set_yscale("log")
     scale_ax.set_xlim(0, d // 2 - 1)
+    scale_ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     scale_ax.set_ylim(1.0 / 100.0, 1.6)  # room below 1/16 (the largest s of the explorer) for the legend
     scale_ax.set_xlabel("pair index i (fast to slow)")
     scale_ax.set_ylabel("frequency scale θ'_i / θ_i (log)")
@@ -181,24 +195,32 @@ def rope_scaling(base: float = 10000.0, factor: float = 4.0, method: str = "yarn
     (plain_line,) = score_ax.plot([], [], color="0.6", linewidth=0.7, label="plain RoPE")
     (scaled_line,) = score_ax.plot([], [], color=pair_color(0), linewidth=0.8, label="chosen method")
     score_ax.axvline(original_len, color="0.2", linestyle="--", linewidth=1.0)
-    score_ax.axvspan(original_len, distance[-1], color="0.5", alpha=0.08, linewidth=0)
+    score_ax.axvspan(original_len, 64 * original_len, color="0.5", alpha=0.08, linewidth=0)  # clipped by xlim
     score_ax.text(original_len * 0.93, 1.62, "training length L", fontsize=8, va="top", ha="right")
+    target = score_ax.axvline(factor * original_len, color="0.2", linestyle=":", linewidth=1.2,
+                              label="target length sL")
     score_ax.set_xscale("log")
-    score_ax.set_xlim(1, distance[-1])
     score_ax.set_ylim(-0.6, 1.75)
-    score_ax.set_xlabel(f"distance Δ (tokens, log scale; L = {original_len:,})")
+    score_ax.set_xlabel(f"offset Δ = m - n (tokens, log scale; L = {original_len:,})")
     score_ax.set_ylabel("score / |q|²")
-    score_ax.set_title(f"Score of one query, keys out to 4L (d = {d})", fontsize=10)
     score_ax.legend(fontsize=8, frameon=False, loc="lower left")
     info = scale_ax.text(0.98, 0.97, "", transform=scale_ax.transAxes, fontsize=8, ha="right", va="top")
     fig.subplots_adjust(left=0.08, right=0.98, bottom=0.14, top=0.9, wspace=0.28)
 
-    def score(theta, a):
-        return a * a * _cosine_sum(distance.size, theta, weight)  # (D,)
+    def score(count, theta, a):
+        return a * a * _cosine_sum(count, theta, weight)  # (count,): offsets 0 .. count-1
 
     def update(base: float, factor: float, method: str):
         if method not in SCALING_METHODS:
             raise ValueError(f"method must be one of {SCALING_METHODS}, got {method!r}")
+        span = original_len * 2 ** max(1, math.ceil(math.log2(max(factor, 1.0)) - 1e-9))  # 2L, 4L, 8L, 16L, ... >= sL
+        count, shown = offsets(span)
+        relayout = span != state["span"]
+        if relayout:
+            state["span"] = span
+            score_ax.set_xlim(1, span)
+            score_ax.set_title(f"Score of one query, keys out to {span // original_len}L (d = {d})", fontsize=10)
+        target.set_xdata([factor * original_len, factor * original_len])
         plain = _rope.rope_frequencies(d, base)[0].numpy()
         for name, line in curves.items():
             theta = _rope.rope_frequencies(d, base, scaling=_scaling_dict(name, factor, original_len))[0].numpy()
@@ -206,17 +228,18 @@ def rope_scaling(base: float = 10000.0, factor: float = 4.0, method: str = "yarn
             line.set_linewidth(3.0 if name == method else 1.0)
             line.set_alpha(1.0 if name == method else 0.45)
         theta, a = _rope.rope_frequencies(d, base, scaling=_scaling_dict(method, factor, original_len))
-        plain_line.set_data(shown, score(plain, 1.0)[shown])
-        scaled_line.set_data(shown, score(theta.numpy(), a)[shown])
+        plain_line.set_data(shown, score(count, plain, 1.0)[shown])
+        scaled_line.set_data(shown, score(count, theta.numpy(), a)[shown])
         extra = ""
         if method == "yarn":
             low, high = _rope.yarn_correction_range(d, base, original_len)
             extra = f"ramp over pairs {low}..{high}\nattention factor a = {a:.3f}"
         info.set_text(extra)
         scale_ax.title.set_text(f"{method}: s = {factor:g}, b = {base:,.0f}")
+        return FULL if relayout else None
 
     params = {"base": float(base), "factor": float(factor), "method": method}
     update(**params)
-    artists = {"curves": curves, "plain": plain_line, "scaled": scaled_line}
-    animated = [*curves.values(), plain_line, scaled_line, scale_ax.title, info]
+    artists = {"curves": curves, "plain": plain_line, "scaled": scaled_line, "target": target}
+    animated = [*curves.values(), plain_line, scaled_line, target, scale_ax.title, info]
     return Drawing("rope_scaling", fig, update, params, artists, animated)

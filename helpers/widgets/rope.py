@@ -15,7 +15,7 @@ __all__ = ["rope_scaling_explorer"]
 def rope_scaling_explorer(base: float = 10000.0, factor: float = 4.0, method: str = "yarn") -> Explorer:
     """Sliders for the base ``b`` and the scaling factor ``s``, and a choice of method (none, PI,
     NTK-aware, YaRN), over ``plots.rope_scaling``: per-pair frequency scale and the score of one
-    query out to four times the training length."""
+    query out to the target length ``sL`` (the offset axis follows ``s``)."""
     controls = {
         "method": ipywidgets.ToggleButtons(options=list(plots.SCALING_METHODS), value=method, description="method"),
         "base": ipywidgets.FloatLogSlider(value=base, base=10, min=3.0, max=6.5, step=0.05, description="base b",
