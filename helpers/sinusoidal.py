@@ -140,22 +140,36 @@ def shift_distance(shifts, theta) -> torch.Tensor:
     return 2.0 * torch.sqrt((half * half).sum(dim=1))  # (K,)
 
 
-def nearest_collision(theta, max_shift: int) -> tuple[int, float]:
-    """The shift ``k`` in ``1 .. max_shift`` that brings ``p_(m+k)`` closest to ``p_m``, and that distance.
+def nearest_collision(theta, max_shift: int, *, tol: float = 1e-9) -> tuple[int, float]:
+    """The shift ``k`` in ``1 .. max_shift`` that brings ``p_(m+k)`` closest to ``p_m``, and that gap.
 
-    The same for every ``m`` (see ``shift_distance``). At ``θ = 2π/10`` it is ``(10, ~0)``: the
-    hand is back after ten tokens. When ``2π/θ`` is not an integer the distance is never exactly 0
-    but can come close. Ties go to the smallest ``k``.
+    The gap ``‖p_(m+k) - p_m‖`` is the same for every ``m`` (see ``shift_distance``). A hand comes
+    back exactly iff ``θ/2π`` is rational, ``p/q`` in lowest terms, and then first after ``q``
+    tokens: ``θ = 2π/10`` and ``θ = 0.6π`` (period 3.33 tokens) both give ``(10, ~0)``. Otherwise
+    the gap is never 0 but can come close (``θ = 1``: ``k = 710``, gap ``6e-5``).
+
+    Ties. When the hand returns exactly, every multiple of ``q`` has a gap of 0 up to round-off
+    (about ``1e-16 k``), and the smallest float would pick one of them by chance (``θ = π`` once
+    gave ``k = 58``). So every shift whose gap lies within ``tol`` (default ``1e-9``) of the
+    smallest gap counts as a tie, and the smallest such ``k`` is returned.
 
     Args:
         theta: one angular speed or a 1-D tensor of speeds ``(n,)`` (radians per token).
         max_shift: the largest shift searched, an int >= 1.
+        tol: the tie tolerance on the gap, a real number >= 0.
 
     Returns:
-        ``(k, distance)`` as a Python int and float.
+        ``(k, gap)`` as a Python int and float.
     """
     max_shift = check_int("max_shift", max_shift, minimum=1)
+    if isinstance(tol, bool) or not isinstance(tol, numbers.Real):
+        raise TypeError(f"tol must be a real number >= 0 (a tolerance on the gap), got {tol!r} of type "
+                        f"{type(tol).__name__}")
+    tol = float(tol)
+    if not tol >= 0.0 or tol == float("inf"):
+        raise ValueError(f"tol must be a finite number >= 0 (a tolerance on the gap), got {tol}")
     shifts = torch.arange(1, max_shift + 1, dtype=torch.float64)  # (K,)
-    distance = shift_distance(shifts, theta)  # (K,)
-    best = int(torch.argmin(distance))
-    return best + 1, float(distance[best])
+    gap = shift_distance(shifts, theta)  # (K,)
+    ties = torch.nonzero(gap <= gap.min() + tol)  # (n_ties, 1), in increasing k
+    best = int(ties[0, 0])
+    return best + 1, float(gap[best])

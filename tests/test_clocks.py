@@ -31,6 +31,28 @@ def test_one_clock_hand_curves_and_collision_follow_theta_and_m():
     assert ring == pytest.approx((x, y))
 
 
+def test_one_clock_draws_continuous_curves_through_the_integer_dots():
+    drawing = one_clock(theta=2.5, m=3, n_positions=12)
+    for name, fn in (("cos_curve", np.cos), ("sin_curve", np.sin)):
+        x, y = (np.asarray(v) for v in drawing.artists[name].get_data())
+        assert len(x) >= 10 * 12 and x[0] == 0 and x[-1] == pytest.approx(11)  # many points between integers
+        np.testing.assert_allclose(y, fn(2.5 * x))
+        assert np.any(np.abs(x - np.round(x)) > 0.2)  # not only the integer positions
+    # The dots sit on the curves at the integer positions only, and carry no connecting line.
+    np.testing.assert_allclose(drawing.artists["cos_line"].get_xdata(), np.arange(12))
+    assert drawing.artists["cos_line"].get_linestyle() == "None"
+    drawing.update(m=30)  # the curves follow the wider x range
+    assert drawing.artists["sin_curve"].get_xdata()[-1] == pytest.approx(30)
+
+
+def test_one_clock_exact_returns_report_the_first_one_and_call_it_a_gap():
+    drawing = one_clock(theta=math.pi, m=1)
+    assert drawing.artists["collision"]["k"] == 2  # every even k returns: the first one is reported
+    assert "k = 2" in drawing.artists["note"].get_text() and "gap" in drawing.artists["note"].get_text()
+    drawing.update(theta=0.6 * math.pi)  # period 3.33 tokens, back exactly after 10
+    assert drawing.artists["collision"]["k"] == 10
+
+
 def test_one_clock_collision_matches_brute_force_when_period_is_not_whole():
     drawing = one_clock(theta=1.0, m=0, max_shift=100)
     brute = min(range(1, 101), key=lambda k: math.hypot(math.cos(k) - 1, math.sin(k)))
@@ -103,6 +125,25 @@ def test_explorers_move_their_drawings():
     explorer = helpers.widgets.one_clock_explorer()
     explorer.controls["theta"].value = 1.0
     assert explorer.drawing.params["theta"] == 1.0 and explorer.last_update_s is not None
+    assert explorer.turns.value == pytest.approx(1.0 / (2 * math.pi))  # the turns slider follows θ
+
+
+@pytest.mark.parametrize("turns, k", [(0.1, 10), (0.3, 10), (0.25, 4), (0.5, 2), (0.125, 8)])
+def test_one_clock_explorer_reaches_exact_returns_in_turns(turns, k):
+    # θ set as a fraction of a turn lands exactly on 2π p/q, which a slider in radians cannot.
+    explorer = helpers.widgets.one_clock_explorer()
+    assert explorer.turns in explorer.children[0].children  # shown beside the θ slider
+    step = explorer.turns.step
+    assert abs(turns / step - round(turns / step)) < 1e-9  # a value the slider can take
+    explorer.turns.value = turns
+    assert explorer.drawing.params["theta"] == 2 * math.pi * turns
+    assert explorer.controls["theta"].value == 2 * math.pi * turns
+    assert explorer.drawing.artists["collision"]["k"] == k
+    assert explorer.drawing.artists["collision"]["distance"] < 1e-9
+    assert "k = %d, gap 0.0000" % k in explorer.drawing.artists["note"].get_text()
+
+
+def test_many_clocks_explorer_moves_its_drawing():
     explorer = helpers.widgets.many_clocks_explorer()
     controls = explorer.controls
     assert (controls["base"].min, controls["base"].max) == (1, 6)  # 10 .. 1,000,000 as powers of ten

@@ -128,3 +128,27 @@ def test_check_answer_explains(capsys):
     assert capsys.readouterr().out == "v: correct.\n"
     helpers.check_answer(torch.tensor([1.0, 2.5, 3.0]), [1.0, 2.0, 3.0], name="v")
     assert "1 of 3 entries are off; the worst is at index (1,)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("turns, expected", [(0.5, 2), (1 / 3, 3), (0.3, 10), (0.1, 10), (0.25, 4), (5 / 12, 12)])
+def test_nearest_collision_exact_returns_go_to_the_smallest_shift(turns, expected):
+    # θ = 2π p/q in lowest terms: every multiple of q returns home, and round-off alone must not pick
+    # which one (argmin over gaps of about 1e-16 once chose k = 58 at θ = π).
+    for max_shift in (expected, 100, 1000):
+        k, gap = helpers.nearest_collision(2 * math.pi * turns, max_shift)
+        assert k == expected and gap < 1e-9
+    assert helpers.nearest_collision(0.6 * math.pi, 100)[0] == 10  # period 3.33 tokens, yet back after 10
+
+
+def test_nearest_collision_tolerance_is_an_argument():
+    # θ = 1 within 100 tokens: k = 6 (gap 0.282), 19 (0.150), 44 (0.0177, the smallest). A shift whose gap is
+    # within tol of the smallest counts as a tie, and ties go to the smallest k.
+    assert helpers.nearest_collision(1.0, 100)[0] == 44
+    assert helpers.nearest_collision(1.0, 100, tol=0.1)[0] == 44
+    k, gap = helpers.nearest_collision(1.0, 100, tol=0.2)
+    assert k == 19 and gap == pytest.approx(2 * abs(math.sin(9.5)))
+    assert helpers.nearest_collision(1.0, 100, tol=0.3)[0] == 6
+    with pytest.raises(ValueError, match="tol"):
+        helpers.nearest_collision(1.0, 100, tol=-1.0)
+    with pytest.raises(TypeError, match="tol"):
+        helpers.nearest_collision(1.0, 100, tol="small")

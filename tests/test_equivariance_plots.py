@@ -18,6 +18,8 @@ def test_attention_pair_shows_both_matrices():
     np.testing.assert_allclose(right.get_array(), b.numpy())
     labels = [t.get_text() for t in drawing.fig.axes[0].get_xticklabels()]
     assert labels == ["cat", "chases", "dog"]
+    colour_bars = [ax for ax in drawing.fig.axes if ax not in (left.axes, right.axes)]
+    assert len(colour_bars) == 2 and all("attention weight" in ax.get_ylabel() for ax in colour_bars)
     assert drawing.png().startswith(b"\x89PNG")
 
 
@@ -35,6 +37,7 @@ def test_gram_matrices_titles_quote_the_ringed_values():
     drawing = gram_matrices(grams, pairs=((1, 3), (2, 4)))
     images = drawing.artists["images"]
     np.testing.assert_allclose(images[0].get_array(), np.eye(6))
+    assert "p_mᵀ p_n" in drawing.fig.axes[-1].get_ylabel()  # the shared colour bar says what the colours are
     title = drawing.fig.axes[1].get_title()
     assert "G(1, 3) = +1.000" in title and "G(2, 4) = +1.000" in title
     with pytest.raises(ValueError):

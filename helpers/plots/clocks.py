@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
 from .._checks import check_base, check_even_dim, check_int, check_positive
 from ..sinusoidal import frequencies, nearest_collision, sinusoidal_pe
@@ -48,10 +49,14 @@ def one_clock(theta: float = math.pi / 4, m: int = 3, n_positions: int = 16, max
 
     Left, the unit circle with the hands of positions ``0 .. n_positions-1`` (faint dots), the hand
     of position ``m`` (bold) and, as a ring, the position ``m + k`` that comes back closest to it
-    for ``k`` in ``1 .. max_shift`` (the nearest near-collision). Right, ``cos(mθ)`` and ``sin(mθ)``
-    against position, the current ``m`` marked on both: the circle and the curves are one picture
-    seen two ways (article 003 §7.5). The titles give the angle, the period ``2π/θ`` and the
-    nearest collision ``k`` with its distance ``‖p_(m+k) - p_m‖ = 2|sin(kθ/2)|``.
+    for an offset ``k`` in ``1 .. max_shift`` (``nearest_collision``: exact returns report the
+    smallest ``k``). Right, ``cos(xθ)`` and ``sin(xθ)`` as continuous curves of a real ``x``, with
+    the integer positions ``m`` as dots on them and the current ``m`` marked: the circle and the
+    curves are one picture seen two ways (article 003 §7.5). The titles give the angle, the period
+    ``2π/θ`` and the closest return: its offset ``k`` and its gap ``‖p_(m+k) - p_m‖ = 2|sin(kθ/2)|``.
+
+    Artists for tests: ``cos_line`` / ``sin_line`` are the dots at the integer positions,
+    ``cos_curve`` / ``sin_curve`` the continuous curves.
 
     Parameters: ``theta`` (radians per token, > 0), ``m`` (position shown, >= 0), ``n_positions``,
     ``max_shift``.
@@ -71,10 +76,12 @@ def one_clock(theta: float = math.pi / 4, m: int = 3, n_positions: int = 16, max
     circle_ax.set_xlabel("cos(mθ)")
     circle_ax.set_ylabel("sin(mθ)")
     fig.text(0.02, 0.075, "circle: faint dots = positions 0 .. N-1, bold = hand of position m, red ring = "
-             "position m + k (closest return); distance = ‖p(m+k) − p(m)‖ = 2|sin(kθ/2)|", fontsize=8, color="0.3")
+             "position m + k (closest return); gap = ‖p(m+k) − p(m)‖ = 2|sin(kθ/2)|", fontsize=8, color="0.3")
 
-    (cos_line,) = curve_ax.plot([], [], "-o", markersize=3, color=color, label="cos(mθ)")
-    (sin_line,) = curve_ax.plot([], [], "--s", markersize=3, color=color, alpha=0.7, label="sin(mθ)")
+    (cos_curve,) = curve_ax.plot([], [], "-", linewidth=1.2, color=color)
+    (sin_curve,) = curve_ax.plot([], [], "--", linewidth=1.2, color=color, alpha=0.7)
+    (cos_line,) = curve_ax.plot([], [], "o", linestyle="None", markersize=4, color=color)
+    (sin_line,) = curve_ax.plot([], [], "s", linestyle="None", markersize=4, color=color, alpha=0.7)
     marker = curve_ax.axvline(0.0, color="0.3", linewidth=1.0, linestyle=":")
     (cos_dot,) = curve_ax.plot([], [], "o", color="black", markersize=7)
     (sin_dot,) = curve_ax.plot([], [], "s", color="black", markersize=7)
@@ -83,7 +90,10 @@ def one_clock(theta: float = math.pi / 4, m: int = 3, n_positions: int = 16, max
     curve_ax.title.set_fontsize(10)
     curve_ax.set_xlabel("position m (tokens)")
     curve_ax.set_ylabel("value")
-    curve_ax.legend(loc="upper right", fontsize=8, ncols=2, frameon=False)
+    curve_ax.legend([(cos_curve, cos_line), (sin_curve, sin_line)], ["cos(mθ)", "sin(mθ)"],
+                    loc="upper left", fontsize=8, ncols=2, frameon=False)
+    curve_ax.text(0.99, 0.985, "dots: integer positions m", transform=curve_ax.transAxes, ha="right", va="top",
+                  fontsize=8, color="0.3")
     note = fig.text(0.02, 0.02, "", ha="left", va="bottom", fontsize=9, color="crimson")
     fig.subplots_adjust(left=0.08, right=0.98, bottom=0.24, top=0.9, wspace=0.3)
 
@@ -106,14 +116,17 @@ def one_clock(theta: float = math.pi / 4, m: int = 3, n_positions: int = 16, max
         ring.set_data([math.cos((m + k) * theta)], [math.sin((m + k) * theta)])
         cos_line.set_data(positions, np.cos(angles))
         sin_line.set_data(positions, np.sin(angles))
+        width = max(n_positions, m + 1)
+        fine = np.linspace(0.0, width - 1.0, 24 * (width - 1) + 1)  # (F,): 24 points per token, enough up to θ = π
+        cos_curve.set_data(fine, np.cos(fine * theta))
+        sin_curve.set_data(fine, np.sin(fine * theta))
         marker.set_xdata([m, m])
         cos_dot.set_data([m], [x])
         sin_dot.set_data([m], [y])
         period = 2.0 * math.pi / theta
         circle_ax.title.set_text(f"m = {m}: angle mθ = {math.degrees(m * theta) % 360:.1f}°")
         curve_ax.title.set_text(f"θ = {theta:.3f} rad/token, period 2π/θ = {period:.2f} tokens")
-        note.set_text(f"closest return within {max_shift} tokens: k = {k}, distance {distance:.4f}")
-        width = max(n_positions, m + 1)
+        note.set_text(f"closest return within {max_shift} tokens: offset k = {k}, gap {distance:.4f}")
         if shown["width"] != width:  # new x range: lay the figure out again
             shown["width"] = width
             curve_ax.set_xlim(-0.5, width - 0.5)
@@ -122,10 +135,10 @@ def one_clock(theta: float = math.pi / 4, m: int = 3, n_positions: int = 16, max
 
     params = {"theta": float(theta), "m": int(m), "n_positions": int(n_positions), "max_shift": int(max_shift)}
     update(**params)
-    artists = {"hand": hand, "cos_line": cos_line, "sin_line": sin_line, "dots": dots, "marker": marker,
-               "ring": ring, "note": note, "collision": found}
-    animated = [dots, hand, tip, ring, cos_line, sin_line, marker, cos_dot, sin_dot, circle_ax.title,
-                curve_ax.title, note]
+    artists = {"hand": hand, "cos_line": cos_line, "sin_line": sin_line, "cos_curve": cos_curve,
+               "sin_curve": sin_curve, "dots": dots, "marker": marker, "ring": ring, "note": note, "collision": found}
+    animated = [dots, hand, tip, ring, cos_curve, sin_curve, cos_line, sin_line, marker, cos_dot, sin_dot,
+                circle_ax.title, curve_ax.title, note]
     return Drawing("one_clock", fig, update, params, artists, animated)
 
 
@@ -191,7 +204,7 @@ def period_schedules(d: int = 64, base: float = 10000.0) -> Drawing:
     """Periods ``2π/θ_i`` of a geometric and an arithmetic schedule with the same fastest and slowest speed.
 
     Left, period against pair index on a log axis: the geometric schedule is a straight line.
-    Right, how many hands fall in each decade of periods (1-10, 10-100, ... tokens).
+    Right, how many hands fall in each decade of periods (1-10, 10-100, ... tokens), integer ticks.
     """
     d = check_even_dim("d", d)
     base = check_base("base", base)
@@ -215,6 +228,7 @@ def period_schedules(d: int = 64, base: float = 10000.0) -> Drawing:
     right.set_xticks(slots, [f"{_tokens(edges[k])}–{_tokens(edges[k + 1])}" for k in slots], fontsize=8)
     right.set_xlabel("period range (tokens)")
     right.set_ylabel("number of hands")
+    right.yaxis.set_major_locator(MaxNLocator(integer=True))
     right.set_title("hands per decade of period")
     right.legend(fontsize=8)
     fig.subplots_adjust(left=0.08, right=0.98, bottom=0.15, top=0.9, wspace=0.28)
@@ -258,10 +272,12 @@ def many_clocks(base: float = 10000.0, d: int = 64, n_positions: int = 512, max_
 
     Left, the table ``sinusoidal_pe(n_positions, d, base)`` as a heat map (the x axis is the
     dimension as a fraction of ``d``, so every ``d`` fills the panel). Middle, the period of each
-    hand on a log axis against ``2i/d``, with the table's length for scale. Right, the distance
-    ``‖p_(m+Δ) - p_m‖`` divided by the norm ``sqrt(d/2)`` for ``Δ = 1 .. max_shift - 1`` (the same
-    for every ``m``), its minimum marked and the neighbour distance (``Δ = 1``) dashed: when the
-    minimum lies below the dashed line, two far-apart positions look more alike than neighbours.
+    hand on a log axis against ``2i/d``, with the table's length for scale. Right, the gap
+    ``‖p_(m+Δ) - p_m‖ = sqrt(Σ_i 4 sin²(Δθ_i/2))`` divided by the norm ``sqrt(d/2)`` for the offsets
+    ``Δ = 1 .. max_shift - 1`` (the same for every ``m``), its minimum marked and the neighbours' gap
+    (``Δ = 1``) dashed: when the minimum lies below the dashed line, two far-apart positions look
+    more alike than neighbours. ``artists["found"]`` holds ``shift`` (that offset), ``distance``
+    (its gap) and ``neighbour`` (the neighbours' gap).
 
     Parameters: ``base`` (> 1), ``d`` (even), ``n_positions``, ``max_shift``.
     """
@@ -272,7 +288,8 @@ def many_clocks(base: float = 10000.0, d: int = 64, n_positions: int = 512, max_
     fig, (map_ax, period_ax, dist_ax) = new_figure(10.5, 3.7, ncols=3)
     image = map_ax.imshow(np.zeros((n_positions, 2)), cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto",
                           interpolation="nearest", extent=(0.0, 1.0, n_positions - 0.5, -0.5))
-    fig.colorbar(image, ax=map_ax, fraction=0.046, pad=0.03, ticks=[-1, 0, 1])
+    colorbar = fig.colorbar(image, ax=map_ax, fraction=0.046, pad=0.03, ticks=[-1, 0, 1])
+    colorbar.set_label("entry p_m[j]", fontsize=8, labelpad=-2)
     map_ax.set_xlabel("dimension / d  (fast → slow)")
     map_ax.set_title(f"the table p_m, {n_positions} positions")
     map_ax.set_ylabel("position m (tokens)")
@@ -292,15 +309,15 @@ def many_clocks(base: float = 10000.0, d: int = 64, n_positions: int = 512, max_
     dist_ax.set_xlim(1, max_shift)
     dist_ax.set_ylim(0.0, 2.05)
     (curve,) = dist_ax.plot(shifts, np.zeros(len(shifts)), color=pair_color(0), linewidth=0.8,
-                            label="‖p(m+Δ) − p(m)‖ / ‖p(m)‖")
-    (neighbour,) = dist_ax.plot([1, max_shift], [0, 0], "--", color="0.4", linewidth=1.0, label="neighbours, Δ = 1")
+                            label="gap ‖p(m+Δ) − p(m)‖ / ‖p(m)‖")
+    (neighbour,) = dist_ax.plot([1, max_shift], [0, 0], "--", color="0.4", linewidth=1.0, label="neighbours' gap, Δ = 1")
     (closest,) = dist_ax.plot([], [], "o", color="crimson", markersize=7, label="closest pair")
-    dist_ax.set_xlabel("shift Δ (tokens, log scale)")
+    dist_ax.set_xlabel("offset Δ (tokens, log scale)")
     dist_ax.title.set_fontsize(10)
     period_ax.title.set_fontsize(10)
-    dist_ax.set_ylabel("distance / norm")
+    dist_ax.set_ylabel("gap / norm")
     dist_ax.legend(loc="lower right", fontsize=7, frameon=True)
-    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.14, top=0.87, wspace=0.45)
+    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.14, top=0.87, wspace=0.55)
     found = {}
 
     def update(base: float, d: int, n_positions: int, max_shift: int):
@@ -324,7 +341,7 @@ def many_clocks(base: float = 10000.0, d: int = 64, n_positions: int = 512, max_
         closest.set_data([best + 1], [distance[best]])
         period_ax.title.set_text(f"b = {base:,.0f}, d = {d}: longest period {2 * math.pi / theta[-1]:,.0f}")
         alarm = distance[best] < distance[0]
-        dist_ax.title.set_text(f"closest pair: Δ = {best + 1}, distance {distance[best] * norm:.3f}"
+        dist_ax.title.set_text(f"closest pair: Δ = {best + 1}, gap {distance[best] * norm:.3f}"
                                + ("\ncloser than neighbours" if alarm else "\n(neighbours)"))
         dist_ax.title.set_color("crimson" if alarm else "black")
         return None

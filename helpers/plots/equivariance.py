@@ -51,7 +51,8 @@ def attention_pair(weights_a, weights_b, labels_a, labels_b, *, titles=("sentenc
     images = []
     for ax, weights, names, title in zip(axes, (a, b), labels, titles):
         image = heatmap(ax, weights, title=title, xlabel="key (attended to)", ylabel="query (attending)",
-                        cmap="Blues", symmetric=False, vmin=0.0, vmax=1.0)
+                        cmap="Blues", symmetric=False, colorbar=False, vmin=0.0, vmax=1.0)
+        fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="attention weight")
         ax.set_xticks(range(size), names)
         ax.set_yticks(range(size), names)
         if size <= 8:
@@ -61,7 +62,7 @@ def attention_pair(weights_a, weights_b, labels_a, labels_b, *, titles=("sentenc
                     ax.text(col, row, f"{value:.2f}", ha="center", va="center", fontsize=9,
                             color="white" if value > 0.6 else "black")
         images.append(image)
-    fig.subplots_adjust(left=0.1, right=0.95, bottom=0.16, top=0.88, wspace=0.45)
+    fig.subplots_adjust(left=0.1, right=0.9, bottom=0.16, top=0.88, wspace=0.7)
     return Drawing("attention_pair", fig, lambda: None, {}, {"images": images})
 
 
