@@ -1,11 +1,15 @@
 """The position kernel: how alike two sinusoidal position vectors are (article 000 §6).
 
-``p_m · p_n = Σ_i cos(Δ θ_i)`` with ``Δ = m - n``: it depends on the distance only. Divided by the
-number of hands ``d/2`` it becomes the normalised kernel ``κ_d(Δ)``, with ``κ_d(0) = 1``.
+``p_m · p_n = Σ_i cos(Δ θ_i)`` with the offset ``Δ = m - n`` (``m`` the query's position, ``n`` the
+key's): it depends on the offset only, and only through ``|Δ|``. Divided by the number of hands
+``d/2`` it becomes the normalised kernel ``κ_d(Δ)``, with ``κ_d(0) = 1``. It is linked to the gap
+between the two vectors by ``‖p_(m+Δ) - p_m‖² = d (1 - κ_d(Δ))``.
 
 For many hands the average over ``i`` approaches an integral over ``t = 2i/d`` in ``[0, 1]``:
 ``κ(Δ) ≈ ∫_0^1 cos(Δ b^(-t)) dt``. Substituting ``u = Δ b^(-t)`` turns it into
-``(Ci(|Δ|) - Ci(|Δ|/b)) / ln b``, where ``Ci`` is the cosine integral.
+``(Ci(|Δ|) - Ci(|Δ|/b)) / ln b``, where ``Ci`` is the cosine integral. Its slope is
+``(cos Δ - cos(Δ/b)) / (Δ ln b)``: unlike ``κ_d`` it tends to 0, but it is not monotone either
+(for ``b = 10⁴`` it is below 0 from ``Δ ≈ 0.6165 b`` to ``Δ ≈ 3.3842 b``, lowest near ``πb/2``).
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ def position_kernel(delta, d: int, base: float = 10000.0) -> torch.Tensor:
     """Normalised kernel ``κ_d(Δ) = (2/d) Σ_i cos(Δ θ_i)``, the same shape as ``delta``.
 
     Args:
-        delta: distances ``Δ`` (a number, array or tensor of any shape).
+        delta: offsets ``Δ = m - n`` in tokens (a number, array or tensor of any shape).
         d: width of the position vectors, positive and even.
         base: the base ``b``.
 
@@ -72,7 +76,8 @@ def position_kernel(delta, d: int, base: float = 10000.0) -> torch.Tensor:
 def continuous_kernel(delta, base: float = 10000.0) -> torch.Tensor:
     """``∫_0^1 cos(Δ b^(-t)) dt = (Ci(|Δ|) - Ci(|Δ|/b)) / ln b``, the same shape as ``delta``.
 
-    The limit of ``position_kernel`` as ``d`` grows (article 000 §6); 1 at ``Δ = 0``.
+    The limit of ``position_kernel`` as ``d`` grows (article 000 §6, whose Figure 2 draws it); 1 at
+    ``Δ = 0``, tends to 0 as ``|Δ|`` grows.
     Returns a float64 tensor on the CPU (the cosine integral comes from SciPy).
     """
     base = check_base("base", base)
@@ -155,7 +160,12 @@ def rotation_commuting_matrix(scales, angles) -> torch.Tensor:
     """A block-diagonal ``A`` whose block ``i`` is ``scales[i]`` times a rotation by ``angles[i]``.
 
     Each block ``[[a, -c], [c, a]]`` commutes with every 2-D rotation, so ``A`` commutes with every
-    ``block_rotation``; then ``p_mᵀ A p_n`` depends on ``m - n`` only (a sufficient condition).
+    ``block_rotation`` and every ``shift_matrix``; then ``p_mᵀ A p_n = Σ_i s_i cos(Δθ_i + φ_i)``
+    with ``Δ = m - n`` (the sign of ``φ_i`` is that of the ``[sin, cos]`` layout of ``sinusoidal_pe``).
+    If and only if: when no two speeds are equal or opposite modulo ``2π``, none is a multiple of
+    ``π`` (true for every ``θ_i = b^(-2i/d)``, ``b > 1``) and the window has ``T ≥ d + 1``
+    positions, ``p_mᵀ A p_n`` depends on ``m - n`` only exactly when ``A`` is of this form
+    (notebook 05, section 3).
 
     Args:
         scales: ``(d/2,)`` float tensor, the scale of each block.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 import torch
 
 import helpers
@@ -94,3 +95,16 @@ def test_embedding_scale_numbers(article):
     assert abs(mean_norm - ref["embedding_norm"]) < 0.01
     assert round(math.sqrt(d), 1) == ref["scaled_embedding_norm"]
     assert abs(mean_norm * math.sqrt(d) - ref["scaled_embedding_norm"]) < 0.3
+
+
+def test_article_001_speed_ratio_and_longest_period_slips():
+    # §3.5 says the d = 8 speeds shrink by √10 per pair; the factor is b^(2/d) = 10 (√10 belongs to d = 16).
+    theta = helpers.frequencies(8)
+    np.testing.assert_allclose((theta[:-1] / theta[1:]).numpy(), 10.0, rtol=1e-12)
+    theta16 = helpers.frequencies(16)
+    assert float(theta16[0] / theta16[1]) == pytest.approx(math.sqrt(10), rel=1e-12)
+    # §3.2-3.3 give the slowest hand of d = 512 as 1/10000 with period 2π·10000 ≈ 62832; it is
+    # 10000^(-510/512) ≈ 1/9647, period 2π·b^((d-2)/d) ≈ 60,611.
+    slowest = float(helpers.frequencies(512)[-1])
+    assert round(1 / slowest) == 9647 and round(2 * math.pi / slowest) == 60_611
+    assert round(2 * math.pi * 10000) == 62_832

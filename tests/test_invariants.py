@@ -152,3 +152,36 @@ def test_kernel_is_one_at_zero_and_symmetric(d, base):
     assert float(kappa[0]) == 1.0
     assert float(kappa[1]) == float(kappa[2]) and float(kappa[3]) == float(kappa[4])
     assert bool((kappa.abs() <= 1 + 1e-12).all())
+
+
+@given(d=widths, base=bases, k=st.integers(0, 100_000), m=positions)
+def test_shift_gap_is_the_root_sum_of_chords(d, base, k, m):
+    # ‖p_(m+k) - p_m‖ = sqrt(Σ_i 4 sin²(kθ_i / 2)): each pair is a chord of the unit circle.
+    p = pe_at([m, m + k], d, base)
+    expected = math.sqrt(sum(4 * math.sin(k * t / 2) ** 2 for t in helpers.frequencies(d, base).tolist()))
+    assert abs(float((p[1] - p[0]).norm()) - expected) < 1e-9 * d
+    gap = float(helpers.shift_distance(torch.tensor([k]), helpers.frequencies(d, base))[0])
+    assert abs(gap - expected) < 1e-9 * d
+    # and the gap and the kernel are one quantity: ‖p_(m+k) - p_m‖² = d (1 - κ_d(k))
+    assert abs(gap**2 - d * (1 - float(helpers.position_kernel(k, d, base)))) < 1e-8 * d
+
+
+@given(delta=st.floats(0.5, 1e6), base=st.floats(2.0, 1e6))
+def test_continuous_kernel_slope_is_cos_minus_cos_over_delta_ln_b(delta, base):
+    # d/dΔ (Ci(Δ) - Ci(Δ/b)) / ln b = (cos Δ - cos(Δ/b)) / (Δ ln b)
+    h = 1e-4
+    ends = helpers.continuous_kernel(torch.tensor([delta - h, delta + h], dtype=torch.float64), base)
+    slope = float(ends[1] - ends[0]) / (2 * h)
+    formula = (math.cos(delta) - math.cos(delta / base)) / (delta * math.log(base))
+    assert abs(slope - formula) < 1e-6 / (delta * math.log(base)) + 1e-9
+
+
+def test_kernel_comes_back_near_one_yet_averages_to_zero():
+    # d = 8: at Δ = 69,115 every hand is back near twelve (notebook 03, section 7), κ_8 = 0.9998
+    assert round(float(helpers.position_kernel(69_115, 8)), 4) == 0.9998
+    delta = torch.arange(1, 100_001, dtype=torch.float64)
+    for d in (8, 64):
+        assert abs(float(helpers.position_kernel(delta, d).mean())) < 0.01
+    # The continuous curve, unlike κ_d, tends to 0.
+    far = helpers.continuous_kernel(torch.arange(500_000, 1_000_001, 7, dtype=torch.float64))
+    assert float(far.abs().max()) < 0.003

@@ -142,3 +142,38 @@ def test_kernel_explorer_slider_moves_the_marker_and_d_stays_even():
     assert explorer.drawing.params["base"] == pytest.approx(100.0)
     y = explorer.drawing.artists["marker"].get_xydata()[0][1]
     assert y == pytest.approx(slow_kernel(12, explorer.drawing.params["d"], 100.0), abs=1e-12)
+
+
+def test_kernel_figures_label_the_offset_delta_as_m_minus_n():
+    drawings = [helpers.plots.kernel_curves(ds=(8,), max_delta=50), helpers.plots.kernel_and_clocks(d=8, max_delta=50),
+                helpers.plots.continuous_kernel_curve(max_delta=50_000)]
+    labels = [ax.get_xlabel() for drawing in drawings for ax in drawing.fig.axes if ax.get_xlabel()]
+    assert len(labels) >= 4
+    for label in labels:
+        assert "offset" in label and "m − n" in label, label
+        assert "n − m" not in label and "n - m" not in label and "distance" not in label, label
+    assert "offset" in helpers.widgets.kernel_explorer().controls["delta"].description
+
+
+def test_continuous_kernel_curve_is_figure_2_with_its_far_dip_marked():
+    from scipy.optimize import brentq
+    from scipy.special import sici
+
+    for base in (10000.0, 1000.0):
+        drawing = helpers.plots.continuous_kernel_curve(base=base, max_delta=100_000)
+        x, y = drawing.artists["curve"].get_xydata().T
+        assert x[0] == 1 and x[-1] == 100_000
+        np.testing.assert_allclose(y, helpers.continuous_kernel(x, base).numpy(), atol=1e-12)
+        found = drawing.artists["found"]
+        # The slow trend -Ci(Δ/b) / ln b: zero where Ci is (Δ/b = 0.6165, 3.3842), lowest at Δ/b = π/2.
+        first, second = (brentq(lambda t: sici(t)[1], lo, hi) * base for lo, hi in ((0.3, 1.0), (3.0, 4.0)))
+        assert abs(found["first_negative"] - first) < 3 and abs(found["positive_again"] - second) < 3
+        assert abs(found["minimum_at"] - math.pi * base / 2) < 0.002 * base
+        assert found["minimum"] == pytest.approx(-sici(math.pi / 2)[1] / math.log(base), abs=1e-4)
+        # integer offsets: the curve is >= 0 just before the first sign change and < 0 at it
+        before, at = helpers.continuous_kernel([found["first_negative"] - 1, found["first_negative"]], base).tolist()
+        assert before >= 0 > at
+        mx, my = drawing.artists["minimum"].get_xydata()[0]
+        assert (mx, my) == (found["minimum_at"], pytest.approx(found["minimum"]))
+    with pytest.raises(ValueError, match="max_delta"):
+        helpers.plots.continuous_kernel_curve(max_delta=1)

@@ -102,3 +102,81 @@ def test_nearest_collision_default_width_never_closer_than_neighbours():
 def test_nearest_collision_rejects_bad_input(bad, error):
     with pytest.raises(error):
         helpers.nearest_collision(**bad)
+
+
+def test_shift_matrix_is_the_articles_r_beta_the_mirror_of_a_counterclockwise_turn():
+    # Article 001 §4.2: R(β) = [[cos β, sin β], [-sin β, cos β]] on the pair [sin, cos]. Swapping the pair's
+    # order (S = [[0, 1], [1, 0]]) reverses the sense of turning: S R_ccw(β) S = R_ccw(-β) = R(β).
+    k, d = 7, 10
+    angles = k * helpers.frequencies(d)  # (d/2,)
+    swap = torch.block_diag(*[torch.tensor([[0.0, 1.0], [1.0, 0.0]], dtype=torch.float64)] * (d // 2))
+    ccw = helpers.block_rotation(angles)  # [[cos, -sin], [sin, cos]] per block
+    torch.testing.assert_close(swap @ ccw @ swap, helpers.block_rotation(-angles), atol=1e-15, rtol=0)
+    torch.testing.assert_close(helpers.shift_matrix(k, d), swap @ ccw @ swap, atol=1e-12, rtol=0)
+    beta = float(angles[1])
+    article = torch.tensor([[math.cos(beta), math.sin(beta)], [-math.sin(beta), math.cos(beta)]], dtype=torch.float64)
+    torch.testing.assert_close(helpers.shift_matrix(k, d)[2:4, 2:4], article, atol=1e-12, rtol=0)
+
+
+def test_the_fastest_hand_alone_never_returns_exactly():
+    # θ_0 = 1 rad for every base: k θ_0 = 2πj with integers k, j ≠ 0 would make π rational.
+    k, gap = helpers.nearest_collision(1.0, 1_000_000)
+    assert gap > 1e-7 and k == 312_689  # closest return within a million tokens: 312689 ≈ 49766 · 2π
+    # 710 tokens ≈ 113 turns (355/113 ≈ π): one hand comes close; more hands keep positions apart.
+    assert helpers.nearest_collision(helpers.frequencies(2), 1000) == (710, pytest.approx(6.03e-5, rel=1e-3))
+    assert helpers.nearest_collision(helpers.frequencies(8), 1000)[1] > 0.6
+
+
+def _commutant_dimension(m, tol=1e-10):
+    """Dimension of {X : X M - M X = 0}, from the singular values of X -> X M - M X (row-major vec)."""
+    d = m.shape[0]
+    eye = torch.eye(d, dtype=torch.float64)
+    operator = torch.kron(eye, m.T.contiguous()) - torch.kron(m, eye)  # (d², d²)
+    singular = torch.linalg.svdvals(operator)
+    return int((singular < tol * max(1.0, float(singular[0]))).sum())
+
+
+@pytest.mark.parametrize("d", [2, 4, 8, 16])
+def test_matrices_commuting_with_the_unit_shift_are_the_block_scaled_rotations(d):
+    """Every θ_i lies in (0, 1]: no two are equal or opposite mod 2π, none is a multiple of π, so the
+    commutant of M_1 has dimension d (a·I + b·J on each pair) and holds rotation_commuting_matrix."""
+    theta = helpers.frequencies(d)
+    assert bool((theta > 0).all()) and bool((theta <= 1).all())
+    m1 = helpers.shift_matrix(1, d)
+    assert _commutant_dimension(m1) == d
+    generator = torch.Generator().manual_seed(d)
+    a = helpers.rotation_commuting_matrix(torch.rand(d // 2, generator=generator, dtype=torch.float64) + 0.5,
+                                          torch.randn(d // 2, generator=generator, dtype=torch.float64))
+    torch.testing.assert_close(a @ m1, m1 @ a, atol=1e-12, rtol=0)
+    # M_k = M_1^k, so commuting with M_1 is commuting with every M_k
+    torch.testing.assert_close(torch.linalg.matrix_power(m1, 7), helpers.shift_matrix(7, d), atol=1e-12, rtol=0)
+
+
+def test_equal_speeds_would_enlarge_the_commutant():
+    """The hypothesis matters: two pairs turning at the same speed commute with a 4-dimensional
+    mixing of the pairs, so the commutant grows beyond d."""
+    m = torch.block_diag(helpers.shift_matrix(1, 2), helpers.shift_matrix(1, 2))  # θ_0 = θ_1 = 1
+    assert _commutant_dimension(m) == 8 > 4
+
+
+def _toeplitz_table_dimension(d, base, t, tol=1e-10):
+    """Dimension of {A : the (t, t) table p_mᵀ A p_n is Toeplitz}, p from sinusoidal_pe(t, d, base)."""
+    pe = helpers.sinusoidal_pe(t, d, base, dtype=torch.float64)  # (t, d)
+    columns = []
+    for j in range(d * d):
+        unit = torch.zeros(d * d, dtype=torch.float64)
+        unit[j] = 1.0
+        table = pe @ unit.reshape(d, d) @ pe.T  # (t, t)
+        columns.append((table - helpers.toeplitz_projection(table)).reshape(-1))
+    singular = torch.linalg.svdvals(torch.stack(columns, dim=1))  # (t², d²)
+    return d * d - int((singular > tol).sum())
+
+
+@pytest.mark.parametrize("d", [4, 6])
+def test_short_windows_leave_d2_minus_t_minus_1_squared_matrices_and_d_plus_one_positions_leave_d(d):
+    """A (t, t) Toeplitz table is (t - 1)² linear conditions on A; for t ≤ d they are independent
+    (the t position vectors are), so d² - (t - 1)² > d matrices pass; from t = d + 1 on only the d
+    scaled rotations do (base 10 keeps the example well conditioned)."""
+    for t in range(2, d + 1):
+        assert _toeplitz_table_dimension(d, 10.0, t) == d * d - (t - 1) ** 2 > d
+    assert _toeplitz_table_dimension(d, 10.0, d + 1) == d == _toeplitz_table_dimension(d, 10.0, d + 3)

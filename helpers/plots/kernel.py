@@ -1,7 +1,8 @@
 """Pictures for notebook 04: the position kernel, its continuous limit and the paired clock faces (article 000 §6).
 
-Notation: ``Δ = m - n`` distance in tokens, ``d`` width, ``i`` pair (hand) index, ``θ_i = b^(-2i/d)``
-radians per token, ``κ_d(Δ) = (2/d) Σ_i cos(Δ θ_i)`` the normalised kernel, ``b`` the base.
+Notation: ``Δ = m - n`` the offset in tokens (``m`` the query's position, ``n`` the key's), ``d``
+width, ``i`` pair (hand) index, ``θ_i = b^(-2i/d)`` radians per token, ``κ_d(Δ) = (2/d) Σ_i cos(Δ θ_i)``
+the normalised kernel, ``b`` the base. The kernel is even in ``Δ``, so the figures use ``|Δ|``.
 
 Clock faces. A hand at angle ``φ`` is drawn turned clockwise from twelve o'clock, like a real
 clock: the reference position has every hand at twelve, the compared position has hand ``i``
@@ -16,6 +17,8 @@ import math
 
 import numpy as np
 import torch
+from matplotlib.ticker import FuncFormatter
+from scipy.special import sici
 
 from .._checks import check_base, check_even_dim, check_int
 from ..kernels import continuous_kernel, position_kernel
@@ -23,7 +26,7 @@ from ..sinusoidal import frequencies
 from ._drawing import FULL, Drawing, new_figure
 from ._style import pair_color
 
-__all__ = ["default_hands", "paired_clocks", "kernel_curves", "kernel_and_clocks"]
+__all__ = ["default_hands", "paired_clocks", "kernel_curves", "kernel_and_clocks", "continuous_kernel_curve"]
 
 
 def default_hands(d: int) -> tuple[int, ...]:
@@ -140,13 +143,13 @@ class _ClockPair:
 
 
 def paired_clocks(distances=(1, 3, 5), d: int = 8, base: float = 10000.0, hands=None) -> Drawing:
-    """Article 000 Figure 1, recomputed: one row of paired clock faces per distance.
+    """Article 000 Figure 1, recomputed: one row of paired clock faces per offset ``|Δ|``.
 
     Each row shows the reference position (every hand at twelve o'clock), the compared position
     (hand ``i`` turned by ``|Δ| θ_i``) and, beside them, the cosine each shown hand contributes
     to ``p_mᵀ p_n``, with the kernel over all ``d/2`` hands.
 
-    Parameters: ``distances`` (a tuple of ints; an update keeps their number), ``d``, ``base``,
+    Parameters: ``distances`` (the offsets ``Δ``, a tuple of ints; an update keeps their number), ``d``, ``base``,
     ``hands`` (pair indices, at most three; ``None`` means ``default_hands(d)``).
     Artists: ``cmp_hands`` (list per row of the compared hands' lines), ``texts`` (per row).
     """
@@ -204,7 +207,7 @@ def kernel_curves(ds=(8, 64, 512), base: float = 10000.0, max_delta: int = 100_0
     for ax, d in zip(axes, ds):
         (line,) = ax.plot(delta, np.zeros_like(delta), color="#6a51a3", linewidth=0.6, label=f"finite sum κ_d(Δ), d = {d}")
         (curve,) = ax.plot(delta, np.zeros_like(delta), color="black", linewidth=1.8, linestyle="--",
-                           label="continuous ∫₀¹ cos(Δ b^(-t)) dt")
+                           label="continuous ∫₀¹ cos(Δ b^(-t)) dt (article 000, Figure 2)")
         ax.axhline(0.0, color="0.6", linewidth=0.8)
         ax.set_xscale("log")
         ax.set_xlim(1, max_delta)
@@ -213,7 +216,7 @@ def kernel_curves(ds=(8, 64, 512), base: float = 10000.0, max_delta: int = 100_0
         ax.legend(loc="lower left", fontsize=7.5, framealpha=0.9)
         lines.append(line)
         continuous.append(curve)
-    axes[-1].set_xlabel("distance |Δ| (tokens, log scale)")
+    axes[-1].set_xlabel("offset |Δ| = |m − n| (tokens, log scale)")
     fig.subplots_adjust(left=0.08, right=0.98, bottom=0.5 / (1.0 + 1.9 * len(ds)), top=1 - 0.45 / (1.0 + 1.9 * len(ds)),
                         hspace=0.12)
 
@@ -235,7 +238,7 @@ def kernel_curves(ds=(8, 64, 512), base: float = 10000.0, max_delta: int = 100_0
 def kernel_and_clocks(d: int = 64, base: float = 10000.0, delta: int = 5, max_delta: int = 200) -> Drawing:
     """The explorer's picture: ``κ_d(Δ)`` and its continuous curve for ``Δ = 0 .. max_delta``, the
     current ``Δ`` marked, the paired clock faces of ``default_hands(d)`` at that ``Δ``, and each
-    shown hand's vote ``cos(|Δ| θ_i)`` as a bar in the hand's colour.
+    shown hand's vote ``cos(|Δ| θ_i)`` as a bar in the hand's colour. ``delta`` is the offset ``Δ = m - n``.
 
     Parameters: ``d``, ``base``, ``delta``. Artists: ``kernel`` (finite sum line), ``continuous``,
     ``marker`` (the dot at the current Δ), ``cmp_hands``, ``bars`` (the votes), ``title``.
@@ -255,7 +258,7 @@ def kernel_and_clocks(d: int = 64, base: float = 10000.0, delta: int = 5, max_de
     ax.axhline(0.0, color="0.6", linewidth=0.8)
     ax.set_xlim(0, max_delta)
     ax.set_ylim(-1.05, 1.05)
-    ax.set_xlabel("distance |Δ| (tokens)")
+    ax.set_xlabel("offset |Δ| = |m − n| (tokens)")
     ax.set_ylabel("normalised kernel κ")
     ax.legend(loc="upper right", fontsize=7.5, framealpha=0.9)
     title = fig.suptitle(" ", fontsize=10, y=0.97)
@@ -280,3 +283,83 @@ def kernel_and_clocks(d: int = 64, base: float = 10000.0, delta: int = 5, max_de
                "bars": pair.bars, "title": title}
     animated = [kernel_line, continuous, marker, title, *pair.artists()]
     return Drawing("kernel_and_clocks", fig, update, params, artists, animated)
+
+
+def continuous_kernel_curve(base: float = 10000.0, max_delta: int = 1_000_000) -> Drawing:
+    """Article 000's Figure 2, recomputed from its formula: the continuous kernel
+    ``κ(Δ) = ∫_0^1 cos(Δ b^(-t)) dt = (Ci(|Δ|) - Ci(|Δ|/b)) / ln b`` against the offset ``|Δ|``.
+
+    Left, ``|Δ| = 1 .. max_delta`` on a log axis: the curve starts near 1 and falls. Right, a
+    close-up of ``|Δ| = 0 .. min(max_delta, 12 b)`` on a linear axis with the slow trend
+    ``-Ci(|Δ|/b) / ln b`` dashed: the curve goes negative, has its lowest point near ``πb/2`` and comes back up, then
+    swings around 0 with a shrinking amplitude. Its slope is ``(cos Δ - cos(Δ/b)) / (Δ ln b)``.
+
+    The marked points are searched on the integer offsets ``1 .. max_delta`` and kept in
+    ``artists["found"]``: ``first_negative`` (the first ``Δ`` where the curve is below 0),
+    ``minimum_at`` and ``minimum`` (its lowest point), ``positive_again`` (the first ``Δ`` after
+    that where it is above 0 again; ``None`` if not within ``max_delta``).
+
+    Parameters: ``base``. Artists: ``curve`` (left), ``close_up``, ``trend``, ``minimum``,
+    ``crossings`` (the two sign changes), ``found``.
+    """
+    max_delta = check_int("max_delta", max_delta, minimum=2)
+    fig, (log_ax, lin_ax) = new_figure(10.0, 3.6, ncols=2)
+    integers = np.arange(1, max_delta + 1, dtype=np.float64)  # (N,): where the marked points are searched
+    shown = np.unique(np.concatenate((np.geomspace(1.0, max_delta, 3000), [float(max_delta)])))  # (M,) log grid
+    (curve,) = log_ax.plot(shown, np.zeros_like(shown), color="black", linewidth=1.6)
+    (close_up,) = lin_ax.plot([], [], color="black", linewidth=1.4, label="κ(Δ), continuous")
+    (trend,) = lin_ax.plot([], [], color="#6a51a3", linewidth=1.0, linestyle="--",
+                           label="slow trend −Ci(Δ/b) / ln b")
+    (minimum,) = lin_ax.plot([], [], "v", color="crimson", markersize=7, label="lowest point")
+    (crossings,) = lin_ax.plot([], [], "o", color="#2b8cbe", markersize=6, label="sign changes")
+    for ax in (log_ax, lin_ax):
+        ax.axhline(0.0, color="0.6", linewidth=0.8)
+        ax.set_ylabel("κ(Δ)")
+    log_ax.set_xscale("log")
+    log_ax.set_xlim(1, max_delta)
+    log_ax.set_ylim(-0.15, 1.05)
+    log_ax.set_xlabel("offset |Δ| = |m − n| (tokens, log scale)")
+    log_ax.set_title("∫₀¹ cos(Δ b^(−t)) dt: article 000, Figure 2, recomputed", fontsize=10)
+    lin_ax.set_xlabel("offset |Δ| = |m − n| (tokens)")
+    lin_ax.legend(loc="upper right", fontsize=7.5, framealpha=0.9)
+    lin_ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}"))
+    fig.subplots_adjust(left=0.07, right=0.965, bottom=0.15, top=0.88, wspace=0.28)
+    found: dict = {}
+
+    def update(base):
+        base = check_base("base", base)
+        values = continuous_kernel(torch.from_numpy(integers), base).numpy()  # (N,)
+        curve.set_ydata(continuous_kernel(torch.from_numpy(shown), base).numpy())
+        close = np.linspace(1.0, min(float(max_delta), 12.0 * base), 4000)  # (M,) linear grid
+        close_up.set_data(close, continuous_kernel(torch.from_numpy(close), base).numpy())
+        trend.set_data(close, -sici(close / base)[1] / math.log(base))
+        lin_ax.set_xlim(0, close[-1])
+        negative = np.flatnonzero(values < 0)
+        found.clear()
+        found.update(first_negative=None, minimum_at=None, minimum=None, positive_again=None)
+        if negative.size:
+            first = int(negative[0])
+            found["first_negative"] = first + 1
+            later = np.flatnonzero(values[first:] > 0)
+            stop = first + int(later[0]) if later.size else values.size
+            low = first + int(np.argmin(values[first:stop]))
+            found.update(minimum_at=low + 1, minimum=float(values[low]))
+            if later.size:
+                found["positive_again"] = stop + 1
+        marks = [found[key] for key in ("first_negative", "positive_again") if found[key] is not None]
+        crossings.set_data(marks, [0.0] * len(marks))
+        if found["minimum_at"] is None:
+            minimum.set_data([], [])
+        else:
+            minimum.set_data([found["minimum_at"]], [found["minimum"]])
+        depth = max(0.02, -(found["minimum"] or 0.0))
+        lin_ax.set_ylim(-1.6 * depth, 2.4 * depth)
+        lin_ax.set_title(f"close-up, b = {base:g}: lowest point {found['minimum'] or 0:+.5f} "
+                         f"at |Δ| = {found['minimum_at'] or 0:,}", fontsize=10)
+        return FULL
+
+    params = {"base": base}
+    update(**params)
+    artists = {"curve": curve, "close_up": close_up, "trend": trend, "minimum": minimum, "crossings": crossings,
+               "found": found}
+    return Drawing("continuous_kernel_curve", fig, update, params, artists)
