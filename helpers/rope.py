@@ -49,6 +49,7 @@ import numbers
 import torch
 
 from ._angles import sin_cos_table
+from .device import supports_float64
 from ._checks import (as_positions, check_base, check_dtype, check_even_dim, check_float_tensor, check_int,
                       check_positive)
 from .sinusoidal import frequencies
@@ -183,10 +184,16 @@ def rope_cos_sin(
     """Half-width tables ``a cos(m θ_i)`` and ``a sin(m θ_i)``, each ``(T, d//2)``.
 
     ``a`` is the attention factor of ``scaling`` (1.0 when there is none). Angles are formed in
-    float64 and reduced to one turn before the cast, and the factor is applied in float32 or
-    float64 before the final cast, so a float32, float16 or bfloat16 table is as precise at
-    position 5,000,000 as at position 5 (each entry is the correctly computed value, rounded
-    once to ``dtype``).
+    float64 and reduced to one turn before any cast, and the factor is applied before the final
+    cast, so a table is as precise at position 5,000,000 as at position 5. What holds, entry by
+    entry, against the exact value ``a cos(m θ_i)``:
+
+    - float64: computed in float64 throughout;
+    - float16 and bfloat16: computed in float64 and rounded once, so every entry is the exact
+      value correctly rounded (on a device without float64, such as MPS, from float32 sines:
+      then at most one step off in rare cases of double rounding);
+    - float32: float32 sines of the reduced angle, within 2e-7 of the exact value (a few units in
+      the last place; not always the correctly rounded float32 number).
 
     Args:
         positions: an int ``T`` (positions ``0 .. T-1``) or a 1-D tensor of positions.
@@ -200,10 +207,14 @@ def rope_cos_sin(
     pos = as_positions("positions", positions)
     if device is None:
         device = pos.device
-    work = torch.float64 if dtype == torch.float64 else torch.float32
+    # float64 where it exists for float64, float16 and bfloat16 tables: one rounding to a short
+    # dtype from a float64 value is a correct rounding (a float32 value rounded again is not always).
+    # float32 tables take the fast float32 sines, within 2e-7 of the exact value.
+    short = dtype in (torch.float16, torch.bfloat16) and supports_float64(torch.device(device))
+    work = torch.float64 if dtype == torch.float64 or short else torch.float32
     sin, cos = sin_cos_table(pos, inv_freq, device=device, dtype=work)  # (T, d/2) each
     if factor != 1.0:
-        cos, sin = cos * factor, sin * factor
+        cos, sin = cos * factor, sin * factor  # in the working precision, before the one cast
     return cos.to(dtype), sin.to(dtype)
 
 
@@ -254,6 +265,15 @@ def _complex_ok(x: torch.Tensor, compute: torch.dtype) -> bool:
             and all(stride % 2 == 0 for size, stride in zip(x.shape[:-1], x.stride()[:-1]) if size > 1))
 
 
+def _interleaved_path(x_rot: torch.Tensor, compute: torch.dtype) -> str:
+    """Which kernel rotates interleaved pairs: ``"complex"`` (in place as complex numbers),
+    ``"complex_copy"`` (a float32 complex copy, for bfloat16 / float16 on the CPU) or ``"strided"``
+    (one multiplication and two fused multiply-adds; elsewhere, for example bfloat16 on CUDA)."""
+    if _complex_ok(x_rot, compute):
+        return "complex"
+    return "complex_copy" if x_rot.device.type == "cpu" else "strided"
+
+
 def apply_rope(x, cos, sin, *, layout: str = "interleaved", positions=None, rotary_dim=None) -> torch.Tensor:
     """Rotate ``x`` ``(..., T, d)`` by the tables ``cos``, ``sin`` ``(T', r/2)``.
 
@@ -295,13 +315,14 @@ def apply_rope(x, cos, sin, *, layout: str = "interleaved", positions=None, rota
     if r < d:
         out[..., r:] = x[..., r:]  # the tail passes through
     x_rot, out_rot = x[..., :r], out[..., :r]  # (..., T, r) views
-    if layout == "interleaved" and _complex_ok(x_rot, compute):
+    path = _interleaved_path(x_rot, compute) if layout == "interleaved" else "strided"
+    if path == "complex":
         # (x_2i + i x_2i+1) e^(i m θ_i): one kernel, read x once, write the result once.
         turn = torch.complex(cos.to(compute), sin.to(compute))  # (T, r/2)
         x_c = torch.view_as_complex(x_rot.unflatten(-1, (h, 2)))  # (..., T, r/2) complex view
         torch.mul(x_c, turn, out=torch.view_as_complex(out_rot.unflatten(-1, (h, 2))))
         return out
-    if layout == "interleaved" and x.device.type == "cpu":
+    if path == "complex_copy":
         # bfloat16 / float16 on the CPU: strided in-place updates are not vectorised there, and a
         # float32 complex multiplication is several times faster (and rounds once).
         work = torch.promote_types(compute, torch.float32)
