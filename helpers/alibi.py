@@ -9,12 +9,20 @@ No position vectors: each head subtracts ``m_h`` times the distance from the sco
 keys align bottom-right, like ``helpers.attention``: query ``i`` sits at position
 ``i + Tk - Tq``, so when decoding one query against a cache it is the newest position.
 
-Two equivalent ways to write the causal bias. ``alibi_bias`` gives the distance form
-``-m_h (i - j)`` of the paper. The ALiBi reference code and BLOOM add ``+m_h j`` instead
-(``alibi_key_bias``), one row for every query: within a row the two differ by the constant
-``m_h i``, and softmax ignores a constant added to a whole row, so the causal attention weights
-are the same. Without the causal mask they are not: the symmetric ``-m_h |i - j|`` has no
-row-constant form.
+Two ways to write the causal bias, equivalent in exact arithmetic. ``alibi_bias`` gives the
+distance form ``-m_h (i - j)`` of the paper. The ALiBi reference code and BLOOM add ``+m_h j``
+instead (``alibi_key_bias``), one row shared by all queries: within a row the two differ by the
+constant ``m_h i``, and softmax ignores a constant added to a whole row, so the causal attention
+weights are the same. (The reference code, in fairseq, still adds that row to a full ``(T, T)``
+causal mask buffer per head and batch; BLOOM keeps the ``(batch·H, 1, T)`` row.) Without the causal
+mask they are not equivalent: the symmetric ``-m_h |i - j|`` has no row-constant form.
+
+Precision caveat: ``+m_h j`` grows with ``j``, and in a low-precision dtype its rounding step
+grows too. In bfloat16 (8 bits of mantissa) the step between neighbouring keys of head 0
+(``m = 1/2``) is lost once ``m_h j`` passes 128 (256 keys): at 2048 keys the two newest keys get the same bias
+and the weights differ from the exact ones by more than 0.1; float16 loses it by 8192 keys. BLOOM
+casts its row to the model's dtype. MPT anchors the newest key at 0 instead,
+``m_h (j - (Tk - 1))``, which equals ``alibi_bias``'s last row: small numbers where the weight is.
 """
 
 from __future__ import annotations
@@ -41,9 +49,11 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
     For a power of two ``n``, the geometric sequence ``2^(-8/n), 2^(-16/n), ..., 2^(-8)``
     (8 heads: 1/2, 1/4, ..., 1/256). This is a hand-chosen recipe of Press et al. (2022), not
     derived from anything; the shallowest slope is always ``2^-8`` and the steepest ``2^(-8/n)``,
-    so with few heads every head is shallow (4 heads: 1/4 at most; 1 head: 1/256). Otherwise the slopes of the closest smaller power of two,
-    followed by every other slope of the next power of two, until there are ``n``
-    (12 heads: 1/2, ..., 1/256, then 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5).
+    so with few heads every head is shallow (4 heads: 1/4 at most; 1 head: 1/256). Otherwise the
+    slopes of the closest smaller power of two, followed by every other slope of the next power of
+    two ``N``, until there are ``n`` (12 heads: 1/2, ..., 1/256, then 2^-0.5, 2^-1.5, 2^-2.5,
+    2^-3.5); the steepest is then ``2^(-8/N)``, the first slope of ``N`` heads (12 heads: 2^-0.5;
+    6 heads: 2^-1; 3 heads: 2^-2).
     """
     n_heads = check_int("n_heads", n_heads, minimum=1)
     if n_heads & (n_heads - 1) == 0:
@@ -100,8 +110,14 @@ def alibi_key_bias(n_heads: int, n_keys: int, *, device=None, dtype: torch.dtype
     """The row-constant form ``+m_h j`` of the reference code and BLOOM, shape ``(H, 1, Tk)``.
 
     The same row for every query (it broadcasts over ``Tq``). Row ``i`` of ``alibi_bias`` minus
-    this is the constant ``-m_h i``, so with the causal mask both give the same attention weights.
-    Use it only with ``causal=True``: it is not equivalent to the symmetric form.
+    this is the constant ``-m_h i``, so with the causal mask both give the same attention weights
+    in exact arithmetic (and in float32 or float64 at ordinary lengths). Use it only with
+    ``causal=True``: it is not equivalent to the symmetric form.
+
+    Not in a low-precision ``dtype`` at length: the values reach ``m_h (Tk - 1)``, and in bfloat16
+    at 2048 keys head 0's two newest keys already get the same bias (the 0.5 step is rounded away),
+    which moves its weights by more than 0.1. MPT's anchored form ``m_h (j - (Tk - 1))``, that is
+    ``alibi_bias(H, 1, Tk)``, keeps the step where the weight is.
     """
     n_heads = check_int("n_heads", n_heads, minimum=1)
     n_keys = check_int("n_keys", n_keys, minimum=0)

@@ -7,8 +7,9 @@ context_position``, and Shaw et al.'s ``clip(j - i, k)``): negative for keys in 
 is ``Δ`` itself. Queries align bottom-right as in
 ``helpers.attention``: query ``i`` sits at position ``i + Tk - Tq``.
 
-The family. Every member adds to the score ``q_i · k_j / sqrt(d)`` a term that depends on
-``j - i`` only:
+The family. Every member adds to the score ``q_i · k_j / sqrt(d)`` (T5: to the unscaled
+``q_i · k_j``) a term indexed by the relative position ``j - i``: a learned vector dotted with
+``q_i`` for Shaw, a scalar per head for T5 and ALiBi.
 
 - Shaw et al. (2018): a learned vector ``a_r`` of width ``d`` for each relative position
   ``r`` clipped to ``[-K, K]``; the extra score is ``q_i · a_(j-i) / sqrt(d)`` (it depends on
@@ -19,7 +20,8 @@ The family. Every member adds to the score ``q_i · k_j / sqrt(d)`` a term that 
   buckets are exact for small distances and logarithmically wider beyond. T5 does not scale
   ``q · k`` by ``1/sqrt(d)`` at all (its initialisation of ``W_Q`` absorbs the factor) and adds
   the bias to the unscaled score.
-- ALiBi (``helpers.alibi``): nothing learned, ``-m_h |j - i|``: the fixed, linear member.
+- ALiBi (``helpers.alibi``): nothing learned, ``-m_h Δ = -m_h (i - j)`` with the causal mask
+  (``-m_h |i - j|`` only in the symmetric form without it): the fixed, linear member.
 """
 
 from __future__ import annotations
@@ -72,8 +74,8 @@ def relative_position_bucket(relative_position, bidirectional: bool = True, num_
 
     Bidirectional (encoder): half of the buckets for keys at or before the query, half (offset by
     ``num_buckets // 2``) for keys after it. Unidirectional (decoder): keys after the query share
-    bucket 0 with distance 0 (the causal mask removes them anyway). Within a half of ``nb``
-    buckets, distances ``0 .. nb/2 - 1`` get a bucket each; larger distances ``n`` get
+    bucket 0 with distance 0 (the causal mask removes them anyway). Within the ``nb`` buckets of one
+    side (``nb = num_buckets // 2`` bidirectional, ``nb = num_buckets`` unidirectional), distances ``0 .. nb/2 - 1`` get a bucket each; larger distances ``n`` get
     ``nb/2 + floor(log(n / (nb/2)) / log(max_distance / (nb/2)) * nb/2)``, capped at ``nb - 1``.
     The formula would reach ``nb`` (one past the last bucket) at ``n = max_distance``, so the last
     bucket begins well *before* ``max_distance``: where the value reaches ``nb - 1``, at

@@ -249,3 +249,29 @@ def test_alibi_heads_writes_slopes_as_mathtext_and_labels_its_colour_bar():
     few.render()
     dist_ax = few.artists["all_heads"].axes  # head indices are counts: whole-number ticks
     assert all(float(t).is_integer() for t in dist_ax.get_xticks())
+
+
+def test_alibi_heads_distance_axis_spans_the_heads_on_show():
+    drawing = helpers.plots.alibi_heads(n_heads=8, head=0)
+    dist_ax = drawing.artists["all_heads"].axes
+    assert dist_ax.get_xlim()[1] < 8  # heads 0 .. 7, not up to max_heads
+    drawing.update(n_heads=20)
+    assert 19 < dist_ax.get_xlim()[1] < 20
+
+
+def test_prior_shapes_draws_the_raw_dot_product():
+    # The right panel is p_i · p_j itself, (d/2) κ_d(Δ): d/2 = 4 at Δ = 0 for d = 8, as its title says.
+    drawing = helpers.plots.prior_shapes(n_heads=8, d=8, n_distances=6)
+    y = torch.as_tensor(drawing.artists["wave"].get_ydata())
+    assert torch.allclose(y, 4 * helpers.position_kernel(torch.arange(6, dtype=torch.float64), d=8))
+
+
+def test_key_bias_loses_the_step_between_keys_in_bfloat16():
+    # +m_h j grows with j: at j ~ 1000 bfloat16's spacing (8 bits of mantissa) swallows m = 1/2, so
+    # the two newest keys get the same bias, while the anchored -m_h ((Tk - 1) - j) keeps the step.
+    key = helpers.alibi_key_bias(8, 2048, dtype=torch.bfloat16)[0, 0]
+    assert key[-1] == key[-2]
+    exact = helpers.alibi_bias(8, 1, 2048, dtype=torch.float64)[0, 0]
+    assert (torch.softmax(key.double(), -1) - torch.softmax(exact, -1)).abs().max() > 0.1
+    anchored = helpers.alibi_bias(8, 1, 2048, dtype=torch.bfloat16)[0, 0]
+    assert anchored[-1] - anchored[-2] == 0.5

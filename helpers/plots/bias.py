@@ -125,7 +125,9 @@ def alibi_heads(n_heads: int = 8, head: int = 0, content: float = 0.0, n_tokens:
     ``Δ = i - j``, divided by the weight at ``Δ = 0`` (log scale): with content off this is ``exp(-m Δ)``, a
     straight line that crosses 1% at ``ln 100 / m``; with ``content`` > 0 a fixed random content
     score of that strength (standard deviation, score units) is added to each key. Right, the 1%
-    distance of every head, the chosen one circled. The legend lists only the lines on show (the
+    distance of every head, the chosen one circled, over head indices ``0 .. n_heads - 1`` (the axis
+    follows ``n_heads``); the dashed line is the middle panel's ``window``: a head above it keeps more
+    than 1% of its nearest key's weight on every key the middle panel shows. The legend lists only the lines on show (the
     content line appears when ``content`` > 0); the headline writes the slope as ``$2^{-1}$``.
 
     Parameters: ``n_heads`` (1 .. ``max_heads``), ``head`` (clamped to ``n_heads - 1``), ``content``.
@@ -140,7 +142,7 @@ def alibi_heads(n_heads: int = 8, head: int = 0, content: float = 0.0, n_tokens:
     bias_ax.set_ylabel("query i (token)")
     _integer_ticks(bias_ax.xaxis)
     _integer_ticks(bias_ax.yaxis)
-    bias_ax.set_title("its causal bias -m(i-j)", fontsize=9)
+    bias_ax.set_title(f"its causal bias -m(i-j), first {n_tokens} tokens", fontsize=9)
     bar = fig.colorbar(image, ax=bias_ax, fraction=0.046, pad=0.03)
     bar.set_label("bias added to the score", fontsize=8)
 
@@ -157,7 +159,7 @@ def alibi_heads(n_heads: int = 8, head: int = 0, content: float = 0.0, n_tokens:
     weight_ax.set_xlabel("offset Δ = i - j (tokens back)")
     weight_ax.set_ylabel("weight / weight at Δ = 0")
     weight_ax.set_title("newest token's weights, relative", fontsize=9)
-    legend_state = {"content": None}
+    legend_state = {"content": None, "n_heads": None}
 
     def show_legend(with_content: bool) -> bool:
         """Legend of the visible lines only; True when it changed (the layout must be redrawn)."""
@@ -171,10 +173,9 @@ def alibi_heads(n_heads: int = 8, head: int = 0, content: float = 0.0, n_tokens:
     (all_heads,) = dist_ax.plot([], [], "o-", color="0.45", markersize=4, linewidth=1.0, label="every head")
     (chosen,) = dist_ax.plot([], [], "o", markersize=11, markerfacecolor="none", markeredgecolor="tab:red",
                              markeredgewidth=2.0, label="chosen head")
-    dist_ax.axhline(window, color="0.7", linewidth=0.8, linestyle="--", label=f"window ({window} tokens)")
+    dist_ax.axhline(window, color="0.7", linewidth=0.8, linestyle="--", label=f"middle panel's {window} tokens")
     dist_ax.set_yscale("log")
     dist_ax.set_ylim(1.0, 3000.0)
-    dist_ax.set_xlim(-0.7, max_heads - 0.3)
     _integer_ticks(dist_ax.xaxis)
     dist_ax.set_xlabel("head index h")
     dist_ax.set_ylabel("1% distance ln(100)/m (tokens)")
@@ -183,6 +184,10 @@ def alibi_heads(n_heads: int = 8, head: int = 0, content: float = 0.0, n_tokens:
 
     def update(n_heads: int, head: int, content: float):
         head = min(max(int(head), 0), int(n_heads) - 1)
+        resized = legend_state["n_heads"] != int(n_heads)
+        if resized:  # head indices 0 .. n_heads - 1 only
+            dist_ax.set_xlim(-0.7, int(n_heads) - 0.3)
+            legend_state["n_heads"] = int(n_heads)
         m = float(alibi_slopes(int(n_heads))[head])
         image.set_data(_masked(alibi_bias(int(n_heads), n_tokens, dtype=torch.float64)[head]))  # (T, T)
         prior = np.exp(-m * distance)  # (window,) weight relative to distance 0
@@ -197,7 +202,8 @@ def alibi_heads(n_heads: int = 8, head: int = 0, content: float = 0.0, n_tokens:
         headline.set_text(f"head {head} of {n_heads}: {slope_label(m)} = {m:.4g};   "
                           f"1% distance {reach:.1f} tokens" + ("" if reach < window else " (off the axis)")
                           + f";   content strength {content:.1f}")
-        return FULL if show_legend(content > 0) else None  # the legend is part of the background
+        relegend = show_legend(content > 0)
+        return FULL if relegend or resized else None  # the legend and the axis limits are part of the background
 
     params = {"n_heads": int(n_heads), "head": int(head), "content": float(content)}
     update(**params)
@@ -212,9 +218,9 @@ def prior_shapes(n_heads: int = 8, d: int = 8, n_distances: int = 16) -> Drawing
 
     Two different quantities, compared by shape only. Left, ALiBi's *bias* ``-m_h Δ`` for every
     head, added to the scaled score ``q·k/sqrt(d)``: each falls strictly with the offset ``Δ``.
-    Right, the sinusoidal *position-position dot product* ``p_i · p_j = Σ_i cos(Δ θ_i)`` for width
-    ``d`` (raw: no ``W_Q``, ``W_K`` and no ``1/sqrt(d)``), minus its value at ``Δ = 0``
-    (article 001 §6.5 and §7.4), which dips and comes back up (for ``d = 8`` at ``Δ`` = 4 and 5).
+    Right, the sinusoidal *position-position dot product* ``p_i · p_j = Σ_f cos(Δ θ_f)`` for width
+    ``d`` (raw: no ``W_Q``, ``W_K`` and no ``1/sqrt(d)``; ``d/2`` at ``Δ = 0``, article 001 §6.5
+    and §7.4), which dips and comes back up (for ``d = 8`` at ``Δ`` = 4 and 5).
     Parameter ``d`` (even).
     """
     fig, (alibi_ax, sin_ax) = new_figure(10.0, 3.8, ncols=2, sharey=False)
@@ -230,18 +236,16 @@ def prior_shapes(n_heads: int = 8, d: int = 8, n_distances: int = 16) -> Drawing
     (wave,) = sin_ax.plot([], [], "o-", markersize=4, color=pair_color(0), label="position dot product")
     (rebound,) = sin_ax.plot([], [], "o", markersize=10, markerfacecolor="none", markeredgecolor="tab:red",
                              markeredgewidth=2.0, label=r"higher than at $\Delta - 1$")
-    sin_ax.axhline(0.0, color="0.85", linewidth=0.8, zorder=0)
     sin_ax.set_xlabel("offset Δ = i - j (tokens back)")
-    sin_ax.set_ylabel(r"$p_i \cdot p_j - d/2$  (its value at $\Delta = 0$)")
+    sin_ax.set_ylabel(r"raw $p_i \cdot p_j$ (no $W_Q$, $W_K$, $1/\sqrt{d}$)")
     _integer_ticks(sin_ax.xaxis)
     sin_ax.legend(fontsize=8, frameon=False, loc="upper right")
 
     def update(d: int):
         score = (d / 2) * position_kernel(torch.arange(n_distances, dtype=torch.float64), d).numpy()  # (K,)
-        relative = score - score[0]
-        wave.set_data(k, relative)
-        up = np.flatnonzero(np.diff(relative) > 0) + 1
-        rebound.set_data(k[up], relative[up])
+        wave.set_data(k, score)
+        up = np.flatnonzero(np.diff(score) > 0) + 1
+        rebound.set_data(k[up], score[up])
         sin_ax.set_title(f"sinusoidal, d = {d}: " + r"$p_i \cdot p_j = (d/2)\,\kappa_d(\Delta)$ oscillates")
         sin_ax.relim()
         sin_ax.autoscale_view()
@@ -255,14 +259,14 @@ def prior_shapes(n_heads: int = 8, d: int = 8, n_distances: int = 16) -> Drawing
 def alibi_extrapolation(n_heads: int = 8, short: int = 32, long: int = 1024) -> Drawing:
     """Why ALiBi extrapolates: the newest token of a ``long`` sequence against a ``short`` one.
 
-    Left, for every head, the prior weights of the newest token over its last ``short`` keys: in
+    Content off throughout (zero queries and keys): the prior alone. Left, for every head, the prior weights of the newest token over its last ``short`` keys: in
     the short sequence (dots) and in the long one renormalised over those keys (lines); they are
     one picture because the bias depends on distance only. Right, the share of the long
     sequence's weight that falls further back than ``short`` tokens, per head: what the shallow
     heads see that a ``short``-token training sequence never showed them.
     """
     fig, (left, right) = new_figure(10.5, 3.8, ncols=2)
-    fig.subplots_adjust(left=0.07, right=0.98, bottom=0.14, top=0.86, wspace=0.28)
+    fig.subplots_adjust(left=0.09, right=0.98, bottom=0.14, top=0.86, wspace=0.3)
     slopes = alibi_slopes(n_heads).tolist()
     short_bias = alibi_bias(n_heads, 1, short, dtype=torch.float64)[:, 0]  # (H, short) newest token
     long_bias = alibi_bias(n_heads, 1, long, dtype=torch.float64)[:, 0]  # (H, long)
@@ -279,8 +283,8 @@ def alibi_extrapolation(n_heads: int = 8, short: int = 32, long: int = 1024) -> 
     left.set_yscale("log")
     left.set_xlabel("offset Δ = i - j (tokens back)")
     _integer_ticks(left.xaxis)
-    left.set_ylabel("weight over the last keys")
-    left.set_title(f"newest token: {short} tokens (dots) = last {short} of {long} (lines)")
+    left.set_ylabel(f"prior weight, renormalised\nover the last {short} keys")
+    left.set_title(f"content off: {short} tokens (dots) = last {short} of {long} (lines)", fontsize=10)
     left.legend(fontsize=7, ncols=2, frameon=False, loc="lower left")
     beyond = long_w[:, short:].sum(axis=1)  # (H,)
     bars = right.bar(np.arange(n_heads), beyond, color=[head_color(h, n_heads) for h in range(n_heads)])
@@ -289,7 +293,7 @@ def alibi_extrapolation(n_heads: int = 8, short: int = 32, long: int = 1024) -> 
     right.set_xlabel("head index h")
     _integer_ticks(right.xaxis)
     right.set_ylabel(f"weight at Δ > {short - 1}")
-    right.set_title(f"{long} tokens: weight further back than Δ = {short - 1}")
+    right.set_title(f"content off, {long} tokens: weight beyond Δ = {short - 1}", fontsize=10)
     update = lambda: None  # noqa: E731  (a static picture)
     return Drawing("alibi_extrapolation", fig, update, {}, {"lines": lines, "bars": bars})
 
@@ -300,10 +304,12 @@ def recency_price(n_heads: int = 8, n_tokens: int = 1024) -> Drawing:
 
     Under head ``h`` it is ``m_h D + ln Σ_(Δ≠D) exp(-m_h Δ)``: almost exactly linear in ``D``
     (slope ``m_h``) once ``exp(-m_h D)`` is small. Without positions
-    it would be ``ln(n_tokens - 1)`` at every distance (dashed).
+    it would be ``ln(n_tokens - 1)`` at every distance (dashed). Below the dashed line the prior
+    *helps* (a near key needs less than without positions), above it the prior costs; on the
+    log-log axes the curves bend towards slope 1, the ``+m_h`` per token of a straight line.
     """
     fig, ax = new_figure(7.5, 4.0)
-    fig.subplots_adjust(left=0.1, right=0.97, bottom=0.13, top=0.9)
+    fig.subplots_adjust(left=0.1, right=0.97, bottom=0.13, top=0.87)
     distance = np.arange(1, n_tokens)  # (D,)
     lines = []
     for h, m in enumerate(alibi_slopes(n_heads).tolist()):
@@ -316,7 +322,8 @@ def recency_price(n_heads: int = 8, n_tokens: int = 1024) -> Drawing:
     ax.set_yscale("log")
     ax.set_xlabel("offset D = i - j of the key that should win (tokens back)")
     ax.set_ylabel("content score margin needed")
-    ax.set_title(f"Margin for half of the attention, {n_tokens}-token context")
+    ax.set_title(f"Margin for half of the attention, {n_tokens}-token context\n"
+                 "(below the dashed line the prior helps, above it the prior costs)", fontsize=10)
     ax.legend(fontsize=7, ncols=3, frameon=False, loc="upper left")
     return Drawing("recency_price", fig, lambda: None, {}, {"lines": lines})
 
@@ -340,9 +347,12 @@ def relative_family(num_buckets: int = 32, max_distance: int = 128, slope: float
     the *last* bucket begins: with the defaults at ``Δ = 91`` for the encoder (and ``Δ = -91`` for
     keys after the query) and ``Δ = 113`` for the decoder, well before ``max_distance`` = 128 (the
     offset at which the logarithmic formula would reach one bucket past the last). Right, the bias
-    each member can express against ``Δ``, written with one slope ``m`` so that they are comparable:
-    Shaw's clipped table ``-m min(Δ, clip)``, T5 with bucket ``b`` set to ``-m`` times its first
-    offset (steps that widen with ``Δ``), and ALiBi's ``-m Δ``, the one with nothing to learn.
+    each member gives against ``Δ`` when set to imitate ALiBi's slope ``m``, so that they are
+    comparable: Shaw's term ``q_i · a_r / sqrt(d)`` for one fixed query whose dot products with the
+    table rows happen to be ``-m min(Δ, clip)`` (another query reads other numbers from the same
+    table), T5 with bucket ``b`` set to ``-m`` times its first offset (steps that widen with ``Δ``),
+    and ALiBi's ``-m Δ``, the one with nothing to learn. In the left panel the decoder puts keys after
+    the query (``Δ < 0``, removed by the causal mask anyway) into bucket 0.
     """
     fig, (bucket_ax, bias_ax) = new_figure(11.0, 3.9, ncols=2)
     fig.subplots_adjust(left=0.07, right=0.98, bottom=0.14, top=0.86, wspace=0.25)
@@ -374,13 +384,13 @@ def relative_family(num_buckets: int = 32, max_distance: int = 128, slope: float
     t5 = np.array([-slope * first[b] for b in buckets.tolist()])
     shaw = -slope * np.minimum(k, clip)
     lines = {
-        "shaw": bias_ax.plot(k, shaw, color="tab:green", linewidth=1.5, label=f"Shaw: table clipped at {clip}")[0],
+        "shaw": bias_ax.plot(k, shaw, color="tab:green", linewidth=1.5, label=f"Shaw, table set for one fixed query, clipped at K = {clip}")[0],
         "t5": bias_ax.step(k, t5, where="post", color="tab:orange", linewidth=1.5, label="T5: one value per bucket")[0],
         "alibi": bias_ax.plot(k, -slope * k, color="black", linestyle="--", linewidth=1.5,
                               label=r"ALiBi: fixed line $-m\Delta$")[0],
     }
     bias_ax.set_xlabel("offset Δ = i - j (tokens back)")
     bias_ax.set_ylabel("bias added to the score")
-    bias_ax.set_title(f"What each member can express (m = 1/{round(1 / slope)})")
+    bias_ax.set_title(f"Each member set to imitate ALiBi's slope m = 1/{round(1 / slope)}")
     bias_ax.legend(fontsize=8, frameon=False, loc="lower left")
     return Drawing("relative_family", fig, lambda: None, {}, {**lines, **markers})
