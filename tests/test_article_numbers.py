@@ -68,10 +68,16 @@ def test_d8_frequencies_and_periods(article):
 
 def test_one_clock_at_pi_over_4(article):
     ref = article["one_clock_pi_over_4"]
-    m = torch.tensor(ref["positions"], dtype=torch.float64)
-    p = torch.stack((torch.cos(m * ref["theta"]), torch.sin(m * ref["theta"])), dim=1)  # (4, 2)
+    # With d = 2 the only speed is θ_0 = 1 rad per token: position m·θ turns the hand by mθ.
+    angles = torch.tensor(ref["positions"], dtype=torch.float64) * ref["theta"]
+    table = helpers.sinusoidal_pe(angles, 2, dtype=torch.float64)  # (4, 2): [sin, cos]
+    p = table[:, [1, 0]]  # the article writes the pair as [cos mθ, sin mθ]
     np.testing.assert_allclose(p.numpy(), ref["vectors"], atol=1e-15)
     assert abs(float(p[0] @ p[2])) < 1e-15 and abs(float(p[1] @ p[3])) < 1e-15
+    # The inner product is the kernel of the offset: cos(Δθ) for every pair of the four positions.
+    for m in range(4):
+        for n in range(4):
+            assert float(p[m] @ p[n]) == pytest.approx(math.cos((m - n) * ref["theta"]), abs=1e-15)
 
 
 def test_rotation_by_30_degrees_twice(article):
@@ -89,12 +95,12 @@ def test_embedding_scale_numbers(article):
     d = ref["d_model"]
     norms = helpers.sinusoidal_pe(1000, d, dtype=torch.float64).norm(dim=1)
     np.testing.assert_allclose(norms.numpy(), ref["pe_norm"], rtol=1e-12)
-    generator = torch.Generator().manual_seed(0)
-    embedding = torch.randn(1000, d, generator=generator, dtype=torch.float64) / math.sqrt(d)  # N(0, 1/d)
-    mean_norm = float(embedding.norm(dim=1).mean())
-    assert abs(mean_norm - ref["embedding_norm"]) < 0.01
+    # An N(0, 1/d) row has expected squared norm d · (1/d) = 1 (the article's "about 1"), and
+    # √d_model times it about 22.6: arithmetic on the article's own assumption, nothing sampled.
+    assert math.sqrt(d * (1 / d)) == ref["embedding_norm"]
     assert round(math.sqrt(d), 1) == ref["scaled_embedding_norm"]
-    assert abs(mean_norm * math.sqrt(d) - ref["scaled_embedding_norm"]) < 0.3
+    # The position vector is 16 times the word's, before the scale, and 16/22.6 of it after.
+    assert float(norms[0]) / ref["embedding_norm"] == pytest.approx(16.0, rel=1e-12)
 
 
 def test_article_001_speed_ratio_and_longest_period_slips():

@@ -70,3 +70,33 @@ def test_exercises_have_self_check_and_folded_answer(path):
         assert len(inside) >= 20, f"{where}: the folded answer is empty ({inside!r})"
         before = [c for c in cells[:first_check] if c.cell_type == "markdown"]
         assert not any("<details>" in c.source for c in before), f"{where}: the answer comes before the self-check"
+
+
+ANY_EXERCISE_HEADING = re.compile(r"^#{1,6}[^\n]*(exercise|练习)[^\n]*", re.IGNORECASE | re.MULTILINE)
+SECTION_HEADING = re.compile(r"^##\s+Exercises\s+\(练习\)\s*$", re.MULTILINE)
+
+
+def stray_exercise_headings(notebook) -> list[str]:
+    """Headings that name an exercise but do not follow the pattern, so the checks above would skip them."""
+    stray = []
+    for cell in notebook.cells:
+        if cell.cell_type != "markdown":
+            continue
+        for line in (m.group(0) for m in ANY_EXERCISE_HEADING.finditer(cell.source)):
+            if not (EXERCISE.match(line) or SECTION_HEADING.match(line)):
+                stray.append(line)
+    return stray
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_exercise_escapes_the_checks_by_its_heading(path):
+    stray = stray_exercise_headings(nbformat.read(path, as_version=4))
+    assert not stray, f"{path.name}: exercise headings the checks would skip (write '### Exercise N (练习 N)'): {stray}"
+
+
+@pytest.mark.parametrize("heading", ["### Exercise four (练习 4)", "#### Exercise 2 (练习 2)", "### exercise 1", "### 练习 3",
+                                     "## Exercise 1 (练习 1)"])
+def test_a_heading_written_differently_is_caught(heading):
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells.append(nbformat.v4.new_markdown_cell(heading + "\n\nCompute something."))
+    assert stray_exercise_headings(notebook) == [heading]
