@@ -210,3 +210,23 @@ def test_score_term_maps_label_every_spread_bar_and_follow_updates():
             assert y >= bar.get_height()
             assert label in drawing.animated  # redrawn at every slider step
     assert labels[3].get_text() != "0.00"
+
+
+@pytest.mark.parametrize("half, seed", [(1, 0), (3, 1), (4, 2)])
+def test_rotation_commuting_matrix_gives_gain_and_phase_with_the_sign_of_this_layout(half, seed):
+    """In the [sin, cos] layout, s R(φ) gives p_mᵀ A p_n = Σ s_i cos(Δθ_i + φ_i), Δ = m - n; the
+    [cos, sin] layout of article 001 would give cos(Δθ_i - φ_i) instead."""
+    d = 2 * half
+    generator = torch.Generator().manual_seed(seed)
+    scales = 0.5 + torch.rand(half, generator=generator, dtype=torch.float64)
+    angles = 0.3 + 2 * torch.rand(half, generator=generator, dtype=torch.float64)  # away from 0 and π
+    a = helpers.rotation_commuting_matrix(scales, angles)  # (d, d)
+    pe = helpers.sinusoidal_pe(12, d, dtype=torch.float64)  # (12, d)
+    delta = torch.arange(12, dtype=torch.float64)[:, None] - torch.arange(12)[None, :]  # (12, 12): Δ = m - n
+    theta = helpers.frequencies(d)
+    plus = (scales * torch.cos(delta[..., None] * theta + angles)).sum(-1)
+    torch.testing.assert_close(pe @ a @ pe.T, plus, rtol=0, atol=1e-12)
+    swap = torch.block_diag(*[torch.tensor([[0.0, 1.0], [1.0, 0.0]], dtype=torch.float64)] * half)
+    cos_sin = pe @ swap  # (12, d): [cos, sin] per pair
+    minus = (scales * torch.cos(delta[..., None] * theta - angles)).sum(-1)
+    torch.testing.assert_close(cos_sin @ a @ cos_sin.T, minus, rtol=0, atol=1e-12)
