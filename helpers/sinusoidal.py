@@ -148,10 +148,14 @@ def nearest_collision(theta, max_shift: int, *, tol: float = 1e-9) -> tuple[int,
     tokens: ``θ = 2π/10`` and ``θ = 0.6π`` (period 3.33 tokens) both give ``(10, ~0)``. Otherwise
     the gap is never 0 but can come close (``θ = 1``: ``k = 710``, gap ``6e-5``).
 
+    "Exactly" means up to round-off: a float ``θ`` is never exactly ``2π p/q`` (``θ = 2π/10`` comes
+    back after 10 tokens with a gap of about ``2e-16``, not 0). That is why a tolerance exists.
+
     Ties. When the hand returns exactly, every multiple of ``q`` has a gap of 0 up to round-off
     (about ``1e-16 k``), and the smallest float would pick one of them by chance (``θ = π`` once
-    gave ``k = 58``). So every shift whose gap lies within ``tol`` (default ``1e-9``) of the
-    smallest gap counts as a tie, and the smallest such ``k`` is returned.
+    gave ``k = 58``). So the rule is: find the smallest gap ``g_min`` over ``1 .. max_shift``, keep
+    every shift whose gap is at most ``g_min + tol`` (default ``tol = 1e-9``), and return the
+    smallest such ``k`` with its gap.
 
     Args:
         theta: one angular speed or a 1-D tensor of speeds ``(n,)`` (radians per token).

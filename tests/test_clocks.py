@@ -53,6 +53,23 @@ def test_one_clock_exact_returns_report_the_first_one_and_call_it_a_gap():
     assert drawing.artists["collision"]["k"] == 10
 
 
+def test_one_clock_note_says_exact_return_only_below_the_tolerance_and_caption_names_the_range():
+    drawing = one_clock(theta=2 * math.pi / 10, m=3, n_positions=13)
+    note = drawing.artists["note"].get_text()
+    assert "k = 10, gap 0 (exact return, below 1e-9)" in note and "0.0000" not in note
+    assert "positions 0 .. 12" in drawing.artists["caption"].get_text()
+    drawing.update(theta=2 * math.pi * 0.333, n_positions=16)  # near a third of a turn, not exact
+    note = drawing.artists["note"].get_text()
+    assert "k = 3, gap 0.0063" in note and "exact" not in note
+    assert "positions 0 .. 15" in drawing.artists["caption"].get_text()
+
+
+def test_one_clock_explorer_radian_slider_starts_where_the_turns_slider_does():
+    explorer = helpers.widgets.one_clock_explorer()
+    assert explorer.controls["theta"].min == pytest.approx(2 * math.pi * explorer.turns.min)
+    assert explorer.controls["theta"].max == pytest.approx(2 * math.pi * explorer.turns.max)
+
+
 def test_one_clock_collision_matches_brute_force_when_period_is_not_whole():
     drawing = one_clock(theta=1.0, m=0, max_shift=100)
     brute = min(range(1, 101), key=lambda k: math.hypot(math.cos(k) - 1, math.sin(k)))
@@ -140,7 +157,7 @@ def test_one_clock_explorer_reaches_exact_returns_in_turns(turns, k):
     assert explorer.controls["theta"].value == 2 * math.pi * turns
     assert explorer.drawing.artists["collision"]["k"] == k
     assert explorer.drawing.artists["collision"]["distance"] < 1e-9
-    assert "k = %d, gap 0.0000" % k in explorer.drawing.artists["note"].get_text()
+    assert "k = %d, gap 0 (exact return, below 1e-9)" % k in explorer.drawing.artists["note"].get_text()
 
 
 def test_many_clocks_explorer_moves_its_drawing():
@@ -152,3 +169,25 @@ def test_many_clocks_explorer_moves_its_drawing():
     assert explorer.drawing.artists["image"].get_array().shape[1] == 16
     controls["base"].value = 100.0
     assert explorer.drawing.params["base"] == pytest.approx(100.0)
+
+
+def test_binary_counter_clocks_peak_in_the_middle_of_each_on_run():
+    clocks = binary_counter(4, 16).artists["clocks"]
+    for j, line in enumerate(clocks):
+        x, y = line.get_xdata(), line.get_ydata()
+        first_period = x <= 2 ** (j + 1) - 0.5  # one "off" run, then one "on" run: 2^j .. 2^(j+1) - 1
+        peak = x[first_period][np.argmax(y[first_period])]
+        assert peak == pytest.approx(1.5 * 2 ** j - 0.5, abs=0.06)  # the middle of the run, on the fine grid
+    x, y = clocks[0].get_xdata(), clocks[0].get_ydata()
+    on_integers = np.isclose(x, np.round(x), atol=1e-9)
+    np.testing.assert_allclose(y[on_integers], np.round(x[on_integers]) % 2, atol=1e-12)  # bit 0 exactly
+
+
+def test_many_clocks_title_gives_the_gap_on_the_axis_scale():
+    drawing = many_clocks(base=10000.0, d=64, n_positions=32, max_shift=300)
+    found = drawing.artists["found"]
+    _, dot = np.asarray(drawing.artists["closest"].get_data())[:, 0]
+    assert dot == pytest.approx(found["distance"] / math.sqrt(32))
+    assert f"gap / norm {dot:.3f}" in drawing.fig.axes[-1].get_title() or any(
+        f"gap / norm {dot:.3f}" in ax.get_title() for ax in drawing.fig.axes)
+    assert f"gap {found['distance']:.3f}" not in " ".join(ax.get_title() for ax in drawing.fig.axes)

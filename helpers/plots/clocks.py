@@ -53,10 +53,12 @@ def one_clock(theta: float = math.pi / 4, m: int = 3, n_positions: int = 16, max
     smallest ``k``). Right, ``cos(xθ)`` and ``sin(xθ)`` as continuous curves of a real ``x``, with
     the integer positions ``m`` as dots on them and the current ``m`` marked: the circle and the
     curves are one picture seen two ways (article 003 §7.5). The titles give the angle, the period
-    ``2π/θ`` and the closest return: its offset ``k`` and its gap ``‖p_(m+k) - p_m‖ = 2|sin(kθ/2)|``.
+    ``2π/θ`` and the closest return: its offset ``k`` and its gap ``‖p_(m+k) - p_m‖ = 2|sin(kθ/2)|``,
+    written "0 (exact return, below 1e-9)" when it lies below ``nearest_collision``'s tolerance.
 
     Artists for tests: ``cos_line`` / ``sin_line`` are the dots at the integer positions,
-    ``cos_curve`` / ``sin_curve`` the continuous curves.
+    ``cos_curve`` / ``sin_curve`` the continuous curves, ``note`` the closest-return line and
+    ``caption`` the legend line that names the positions drawn.
 
     Parameters: ``theta`` (radians per token, > 0), ``m`` (position shown, >= 0), ``n_positions``,
     ``max_shift``.
@@ -75,8 +77,7 @@ def one_clock(theta: float = math.pi / 4, m: int = 3, n_positions: int = 16, max
                              markeredgewidth=1.5)
     circle_ax.set_xlabel("cos(mθ)")
     circle_ax.set_ylabel("sin(mθ)")
-    fig.text(0.02, 0.075, "circle: faint dots = positions 0 .. N-1, bold = hand of position m, red ring = "
-             "position m + k (closest return); gap = ‖p(m+k) − p(m)‖ = 2|sin(kθ/2)|", fontsize=8, color="0.3")
+    caption = fig.text(0.02, 0.075, "", fontsize=8, color="0.3")
 
     (cos_curve,) = curve_ax.plot([], [], "-", linewidth=1.2, color=color)
     (sin_curve,) = curve_ax.plot([], [], "--", linewidth=1.2, color=color, alpha=0.7)
@@ -126,7 +127,11 @@ def one_clock(theta: float = math.pi / 4, m: int = 3, n_positions: int = 16, max
         period = 2.0 * math.pi / theta
         circle_ax.title.set_text(f"m = {m}: angle mθ = {math.degrees(m * theta) % 360:.1f}°")
         curve_ax.title.set_text(f"θ = {theta:.3f} rad/token, period 2π/θ = {period:.2f} tokens")
-        note.set_text(f"closest return within {max_shift} tokens: offset k = {k}, gap {distance:.4f}")
+        # Below the tie tolerance of nearest_collision the gap is 0 up to round-off: say so, never "0.0000".
+        shown_gap = "0 (exact return, below 1e-9)" if distance < 1e-9 else f"{distance:.4f}"
+        note.set_text(f"closest return within {max_shift} tokens: offset k = {k}, gap {shown_gap}")
+        caption.set_text(f"circle: faint dots = positions 0 .. {n_positions - 1}, bold = hand of position m, "
+                         "red ring = position m + k (closest return); gap = ‖p(m+k) − p(m)‖ = 2|sin(kθ/2)|")
         if shown["width"] != width:  # new x range: lay the figure out again
             shown["width"] = width
             curve_ax.set_xlim(-0.5, width - 0.5)
@@ -136,9 +141,10 @@ def one_clock(theta: float = math.pi / 4, m: int = 3, n_positions: int = 16, max
     params = {"theta": float(theta), "m": int(m), "n_positions": int(n_positions), "max_shift": int(max_shift)}
     update(**params)
     artists = {"hand": hand, "cos_line": cos_line, "sin_line": sin_line, "cos_curve": cos_curve,
-               "sin_curve": sin_curve, "dots": dots, "marker": marker, "ring": ring, "note": note, "collision": found}
+               "sin_curve": sin_curve, "dots": dots, "marker": marker, "ring": ring, "note": note, "caption": caption,
+               "collision": found}
     animated = [dots, hand, tip, ring, cos_curve, sin_curve, cos_line, sin_line, marker, cos_dot, sin_dot,
-                circle_ax.title, curve_ax.title, note]
+                circle_ax.title, curve_ax.title, note, caption]
     return Drawing("one_clock", fig, update, params, artists, animated)
 
 
@@ -238,22 +244,27 @@ def period_schedules(d: int = 64, base: float = 10000.0) -> Drawing:
 def binary_counter(n_bits: int = 4, n_positions: int = 16) -> Drawing:
     """Bits of a binary counter beside smooth clocks of the same periods (article 001 §9.5.2).
 
-    Bit ``j`` of ``m`` flips every ``2^j`` positions, period ``2^(j+1)``. Its smooth twin
-    ``(1 - cos(π m / 2^j)) / 2`` turns with the same period and equals the bit at ``m = 0`` and
-    ``m = 2^j``; for ``j = 0`` it equals the bit at every integer. Bit ``j`` is drawn in
-    ``pair_color(j)``: the lowest bit is the fastest hand.
+    Bit ``j`` of ``m`` flips every ``2^j`` positions, period ``2^(j+1)``: it is on for the ``2^j``
+    positions ``2^j .. 2^(j+1) - 1`` of each period, a run whose middle is ``1.5 · 2^j - 0.5``. Its
+    smooth twin ``(1 - cos(π (m + 1/2 - 2^(j-1)) / 2^j)) / 2`` turns with the same period and peaks
+    at the middle of each "on" run (and is lowest at the middle of each "off" run): it is the first
+    harmonic of the steps as drawn. For ``j = 0`` it is ``(1 - cos(π m)) / 2`` and equals the bit at
+    every integer. Bit ``j`` is drawn in ``pair_color(j)``: the lowest bit is the fastest hand.
+    Artists: ``clocks`` (the smooth curves, lowest bit first).
     """
     n_bits = check_int("n_bits", n_bits, minimum=1)
     n_positions = check_int("n_positions", n_positions, minimum=2)
     m = np.arange(n_positions)
     fine = np.linspace(0, n_positions - 1, 20 * n_positions)
+    clocks = []
     fig, axes = new_figure(8.0, 1.0 + 1.0 * n_bits, nrows=n_bits)
     axes = np.atleast_1d(axes)
     for j, ax in enumerate(axes):
         bits = (m >> j) & 1
         ax.step(m, bits, where="mid", color="0.4", linewidth=1.2, label=f"bit {j} (flips every {2 ** j})")
-        ax.plot(fine, (1 - np.cos(np.pi * fine / 2 ** j)) / 2, color=pair_color(j), linewidth=1.8,
-                label=f"clock, period {2 ** (j + 1)} tokens")
+        (clock,) = ax.plot(fine, (1 - np.cos(np.pi * (fine + 0.5 - 2.0 ** (j - 1)) / 2 ** j)) / 2, color=pair_color(j),
+                           linewidth=1.8, label=f"clock, period {2 ** (j + 1)} tokens")
+        clocks.append(clock)
         ax.set_ylim(-0.15, 1.15)
         ax.set_yticks([0, 1])
         ax.set_xlim(-0.5, n_positions - 0.5)
@@ -264,7 +275,7 @@ def binary_counter(n_bits: int = 4, n_positions: int = 16) -> Drawing:
     axes[-1].set_xlabel("position m (tokens)")
     axes[-1].set_xticks(m)
     fig.subplots_adjust(left=0.06, right=0.72, bottom=0.12, top=0.9, hspace=0.2)
-    return _static("binary_counter", fig)
+    return _static("binary_counter", fig, {"clocks": clocks})
 
 
 def many_clocks(base: float = 10000.0, d: int = 64, n_positions: int = 512, max_shift: int = 4096) -> Drawing:
@@ -276,8 +287,9 @@ def many_clocks(base: float = 10000.0, d: int = 64, n_positions: int = 512, max_
     ``‖p_(m+Δ) - p_m‖ = sqrt(Σ_i 4 sin²(Δθ_i/2))`` divided by the norm ``sqrt(d/2)`` for the offsets
     ``Δ = 1 .. max_shift - 1`` (the same for every ``m``), its minimum marked and the neighbours' gap
     (``Δ = 1``) dashed: when the minimum lies below the dashed line, two far-apart positions look
-    more alike than neighbours. ``artists["found"]`` holds ``shift`` (that offset), ``distance``
-    (its gap) and ``neighbour`` (the neighbours' gap).
+    more alike than neighbours. The title gives that offset and its gap on the axis's scale (gap / norm).
+    ``artists["found"]`` holds ``shift`` (that offset), ``distance`` (its gap, not divided by the norm)
+    and ``neighbour`` (the neighbours' gap, not divided).
 
     Parameters: ``base`` (> 1), ``d`` (even), ``n_positions``, ``max_shift``.
     """
@@ -341,7 +353,7 @@ def many_clocks(base: float = 10000.0, d: int = 64, n_positions: int = 512, max_
         closest.set_data([best + 1], [distance[best]])
         period_ax.title.set_text(f"b = {base:,.0f}, d = {d}: longest period {2 * math.pi / theta[-1]:,.0f}")
         alarm = distance[best] < distance[0]
-        dist_ax.title.set_text(f"closest pair: Δ = {best + 1}, gap {distance[best] * norm:.3f}"
+        dist_ax.title.set_text(f"closest pair: Δ = {best + 1}, gap / norm {distance[best]:.3f}"
                                + ("\ncloser than neighbours" if alarm else "\n(neighbours)"))
         dist_ax.title.set_color("crimson" if alarm else "black")
         return None

@@ -17,7 +17,8 @@ def one_clock_explorer(theta: float = math.pi / 4, m: int = 3, n_positions: int 
     """Sliders for ``θ`` and the position ``m`` over ``plots.one_clock``.
 
     ``θ`` has two linked sliders: ``θ/2π`` in turns per token (steps of 0.001, from 0.01 to 0.5)
-    and ``θ`` in radians per token (steps of 0.01, up to ``π``). Moving either moves the other. The
+    and ``θ`` in radians per token (steps of 0.01, from ``2π · 0.01 ≈ 0.063`` to ``π``: the same
+    range). Moving either moves the other. The
     turns slider reaches the speeds whose hand comes back exactly, ``θ = 2π p/q`` (0.1 turn is
     ``2π/10``, 0.3 turn is ``0.6π``; both return after 10 tokens), which steps of 0.01 radian never
     hit. The slider is ``explorer.turns``; ``explorer.controls`` holds ``theta`` and ``m``.
@@ -26,7 +27,8 @@ def one_clock_explorer(theta: float = math.pi / 4, m: int = 3, n_positions: int 
     offset ``k <= max_shift`` that brings the hand closest to where it started, and its gap.
     """
     controls = {
-        "theta": ipywidgets.FloatSlider(value=theta, min=0.05, max=math.pi, step=0.01, description="θ (rad/token)",
+        "theta": ipywidgets.FloatSlider(value=theta, min=2 * math.pi * 0.01, max=math.pi, step=0.01,
+                                        description="θ (rad/token)",
                                         readout_format=".3f"),
         "m": ipywidgets.IntSlider(value=m, min=0, max=n_positions - 1, description="position m"),
     }
