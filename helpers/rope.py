@@ -18,9 +18,15 @@ checkpoint-conversion bug:
 
 The tables are half width, ``(T, d/2)``: one angle per pair, whatever the layout.
 
-Long-context scaling (``scaling=`` dict, keys as in Hugging Face's ``rope_scaling``; for the types
-Hugging Face has, "linear", "dynamic", "yarn" and "llama3", the numbers match transformers'
-``modeling_rope_utils`` for the same settings, computed here in float64):
+Long-context scaling (``scaling=`` dict, keys as in Hugging Face's ``rope_scaling``: ``rope_type``
+may stand for ``type`` and ``original_max_position_embeddings`` for ``original_max_len``). For the
+types Hugging Face has, "linear", "dynamic", "yarn" and "llama3", the formulas are those of
+transformers' ``modeling_rope_utils``, computed here in float64 (transformers computes the speeds in
+float32). ``factor`` and ``original_max_len`` are used as given, never derived from other config
+entries; transformers derives them, differently across versions: its "dynamic" takes ``L`` from
+``max_position_embeddings`` (pass that as ``original_max_len``), its "yarn" from
+``original_max_position_embeddings`` when present, and some versions replace ``factor`` by the ratio
+of the two. Its extra YaRN options ``mscale`` and ``mscale_all_dim`` are not implemented.
 
 - ``{"type": "linear", "factor": s}``: Position Interpolation (Chen et al. 2023), every ``θ_i / s``.
 - ``{"type": "ntk", "factor": s}``: NTK-aware scaling (bloc97, 2023), a fixed base
@@ -189,9 +195,9 @@ def rope_cos_sin(
     entry, against the exact value ``a cos(m θ_i)``:
 
     - float64: computed in float64 throughout;
-    - float16 and bfloat16: computed in float64 and rounded once, so every entry is the exact
-      value correctly rounded (on a device without float64, such as MPS, from float32 sines:
-      then at most one step off in rare cases of double rounding);
+    - float16 and bfloat16: computed in float64 and correctly rounded to the dtype (torch's own
+      float64 cast rounds twice, through float32, and is avoided); on a device without float64,
+      such as MPS, from float32 sines, then at most one step off in rare cases;
     - float32: float32 sines of the reduced angle, within 2e-7 of the exact value (a few units in
       the last place; not always the correctly rounded float32 number).
 
@@ -215,7 +221,26 @@ def rope_cos_sin(
     sin, cos = sin_cos_table(pos, inv_freq, device=device, dtype=work)  # (T, d/2) each
     if factor != 1.0:
         cos, sin = cos * factor, sin * factor  # in the working precision, before the one cast
+    if work == torch.float64 and dtype != torch.float64:
+        return _round_from_float64(cos, dtype), _round_from_float64(sin, dtype)
     return cos.to(dtype), sin.to(dtype)
+
+
+def _round_from_float64(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """float64 ``x`` correctly rounded (to nearest) to float16 or bfloat16.
+
+    torch converts float64 to these through float32, rounding twice, which is wrong for values just
+    past a half-way point of the short dtype (1 + 2^-8 + 2^-30 becomes 1.0 in bfloat16). Rounding
+    to float32 "to odd" first (toward zero, then the last bit set when inexact) keeps enough
+    information for the second rounding to be the correct one.
+    """
+    single = x.to(torch.float32)  # to nearest
+    back = single.double()
+    inexact = back != x
+    bits = single.view(torch.int32)  # sign and magnitude: bits - 1 is one step toward zero
+    bits -= (inexact & (back.abs() > x.abs())).to(torch.int32)
+    bits |= inexact.to(torch.int32)
+    return single.to(dtype)
 
 
 def _check_tables(x, cos, sin, positions, rotary_dim):
