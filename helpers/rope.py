@@ -55,7 +55,7 @@ import numbers
 import torch
 
 from ._angles import sin_cos_table
-from .device import supports_float64
+from . import device as _device
 from ._checks import (as_positions, check_base, check_dtype, check_even_dim, check_float_tensor, check_int,
                       check_positive)
 from .sinusoidal import frequencies
@@ -216,7 +216,7 @@ def rope_cos_sin(
     # float64 where it exists for float64, float16 and bfloat16 tables: one rounding to a short
     # dtype from a float64 value is a correct rounding (a float32 value rounded again is not always).
     # float32 tables take the fast float32 sines, within 2e-7 of the exact value.
-    short = dtype in (torch.float16, torch.bfloat16) and supports_float64(torch.device(device))
+    short = dtype in (torch.float16, torch.bfloat16) and _device.supports_float64(torch.device(device))
     work = torch.float64 if dtype == torch.float64 or short else torch.float32
     sin, cos = sin_cos_table(pos, inv_freq, device=device, dtype=work)  # (T, d/2) each
     if factor != 1.0:

@@ -157,7 +157,18 @@ def test_forced_no_float64_path_is_as_precise(monkeypatch, dtype):
     pe = helpers.sinusoidal_pe(positions, 32, dtype=dtype)
     cos, sin = helpers.rope_cos_sin(positions, 32, dtype=dtype)
     assert seen, "the tables did not ask whether the device has float64"
-    assert torch.equal(pe, usual_pe) and torch.equal(cos, usual_cos) and torch.equal(sin, usual_sin)
+    assert torch.equal(pe, usual_pe)
+    if dtype == torch.float32:
+        assert torch.equal(cos, usual_cos) and torch.equal(sin, usual_sin)
+    else:
+        # With float64, RoPE's short tables are correctly rounded; without, they come from float32
+        # sines (within 2e-7 of the exact value), rounded again: one step off at most (plus those
+        # 2e-7 near zero, where a step is smaller), and rarely.
+        for got, want in ((cos, usual_cos), (sin, usual_sin)):
+            size = torch.maximum(got.double().abs(), want.double().abs()).clamp(min=1e-30)
+            step = torch.finfo(dtype).eps * torch.exp2(torch.floor(torch.log2(size)))
+            assert bool(((got.double() - want.double()).abs() <= step + 2e-7).all())
+            assert float((got != want).double().mean()) < 1e-3
     if dtype == torch.float32:
         assert float((pe.double() - pe_reference(positions, 32)).abs().max()) < 1e-6
 
