@@ -177,3 +177,22 @@ def test_continuous_kernel_curve_is_figure_2_with_its_far_dip_marked():
         assert (mx, my) == (found["minimum_at"], pytest.approx(found["minimum"]))
     with pytest.raises(ValueError, match="max_delta"):
         helpers.plots.continuous_kernel_curve(max_delta=1)
+
+
+def test_kernel_and_clocks_name_each_bar_by_its_hand_since_colours_repeat():
+    # At d = 64 the hands are i = 0, 11, 22: blue, orange, green like pairs 0, 1, 2, so the ticks say which.
+    drawing = helpers.plots.kernel_and_clocks(d=64, delta=5, max_delta=50)
+    bar_ax = drawing.artists["bars"][0].axes
+    theta = helpers.frequencies(64).numpy()
+    for tick, i in zip(bar_ax.get_xticklabels(), default_hands(64)):
+        assert tick.get_text() == f"i = {i}\nθ = {theta[i]:.3g}"
+        assert tick.get_color() == pytest.approx(pair_color(i))
+    drawing.render()
+    drawing.update(base=100.0)  # θ_i change: the ticks are redrawn, not blitted over a stale background
+    assert drawing._background is None
+    assert bar_ax.get_xticklabels()[1].get_text() == f"i = 11\nθ = {100.0 ** (-22 / 64):.3g}"
+    drawing.render()
+    drawing.update(delta=9)  # Δ alone: blitted
+    assert drawing._background is not None
+    drawing.update(d=4)
+    assert [t.get_text() for t in bar_ax.get_xticklabels()][2] == ""

@@ -100,7 +100,7 @@ class _ClockPair:
         if bar_ax is not None:
             self.bars = list(bar_ax.bar(range(max_hands), np.zeros(max_hands), width=0.6))
             bar_ax.axhline(0.0, color="0.4", linewidth=0.8)
-            bar_ax.set_xticks(range(max_hands), ["fast", "middle", "slow"][:max_hands])
+            bar_ax.set_xticks(range(max_hands), [""] * max_hands)  # named "i = .., θ = .." by update
             bar_ax.set_ylim(-1.05, 1.05)
             bar_ax.set_ylabel("vote cos(|Δ|θ_i)", fontsize=8)
             bar_ax.tick_params(labelsize=8)
@@ -135,6 +135,13 @@ class _ClockPair:
                     f"i={i:<3d} θ_i={theta[i]:<6.2g} |Δ|θ_i = {angle:7.3f} rad   cos = {cosines[i]:+.3f}")
             if self.bars:
                 self.bars[k].set_height(cosines[i])
+        if self.bars:
+            # pair_color repeats every ten pairs: each tick names its hand (i and θ_i), in the hand's colour
+            bar_ax = self.bars[0].axes
+            names = [f"i = {i}\nθ = {theta[i]:.3g}" for i in hands] + [""] * (len(self.bars) - len(hands))
+            bar_ax.set_xticks(range(len(self.bars)), names)
+            for tick, i in zip(bar_ax.get_xticklabels(), hands):
+                tick.set_color(pair_color(i))
         if self.total is not None:
             kappa = float(position_kernel(float(delta), d, base))
             self.total.set_text(f"all {d // 2} hands: p_m·p_n = {kappa * d / 2:+.3f},  κ_d(Δ) = {kappa:+.3f}")
@@ -238,7 +245,9 @@ def kernel_curves(ds=(8, 64, 512), base: float = 10000.0, max_delta: int = 100_0
 def kernel_and_clocks(d: int = 64, base: float = 10000.0, delta: int = 5, max_delta: int = 200) -> Drawing:
     """The explorer's picture: ``κ_d(Δ)`` and its continuous curve for ``Δ = 0 .. max_delta``, the
     current ``Δ`` marked, the paired clock faces of ``default_hands(d)`` at that ``Δ``, and each
-    shown hand's vote ``cos(|Δ| θ_i)`` as a bar in the hand's colour. ``delta`` is the offset ``Δ = m - n``.
+    shown hand's vote ``cos(|Δ| θ_i)`` as a bar in the hand's colour, its tick naming the hand
+    (``i = 11, θ = 0.0562``): colours repeat every ten pairs, so the colour alone does not say which
+    hand it is. ``delta`` is the offset ``Δ = m - n``.
 
     Parameters: ``d``, ``base``, ``delta``. Artists: ``kernel`` (finite sum line), ``continuous``,
     ``marker`` (the dot at the current Δ), ``cmp_hands``, ``bars`` (the votes), ``title``.
@@ -263,10 +272,16 @@ def kernel_and_clocks(d: int = 64, base: float = 10000.0, delta: int = 5, max_de
     ax.legend(loc="upper right", fontsize=7.5, framealpha=0.9)
     title = fig.suptitle(" ", fontsize=10, y=0.97)
 
+    drawn = {}
+
     def update(d, base, delta):
         d = check_even_dim("d", d)
         base = check_base("base", base)
         delta = check_int("delta", int(delta))
+        # The bars' tick labels (i and θ_i of each hand) change with d and b, and ticks are not
+        # blitted: then the whole figure is drawn again; a change of Δ alone is blitted.
+        relabel = drawn.get("hands") != (d, base)
+        drawn["hands"] = (d, base)
         kernel = position_kernel(torch.from_numpy(xs), d, base).numpy()
         kernel_line.set_ydata(kernel)
         continuous.set_ydata(continuous_kernel(torch.from_numpy(xs), base).numpy())
@@ -275,7 +290,7 @@ def kernel_and_clocks(d: int = 64, base: float = 10000.0, delta: int = 5, max_de
         kappa = float(position_kernel(float(delta), d, base))
         title.set_text(f"d = {d} ({d // 2} hands), b = {base:,.0f}:  κ_d({abs(delta)}) = {kappa:+.3f}")
         pair.update(delta, d, base, default_hands(d))
-        return None
+        return FULL if relabel else None
 
     params = {"d": check_even_dim("d", d), "base": check_base("base", base), "delta": check_int("delta", delta)}
     update(**params)
