@@ -81,7 +81,7 @@ class _ClockPair:
     def __init__(self, ref_ax, cmp_ax, *, text_ax=None, bar_ax=None, max_hands: int = 3, fontsize: float = 8.0):
         _clock_face(ref_ax)
         _clock_face(cmp_ax)
-        self.ref_hands, self.cmp_hands, self.lines, self.bars = [], [], [], []
+        self.ref_hands, self.cmp_hands, self.lines, self.bars, self.bar_names = [], [], [], [], []
         for k in range(max_hands):
             length, width = 0.95 - 0.17 * k, 1.6 + 1.3 * k
             (ref,) = ref_ax.plot([], [], linewidth=width, solid_capstyle="round", zorder=4 - k)
@@ -100,8 +100,13 @@ class _ClockPair:
         if bar_ax is not None:
             self.bars = list(bar_ax.bar(range(max_hands), np.zeros(max_hands), width=0.6))
             bar_ax.axhline(0.0, color="0.4", linewidth=0.8)
-            bar_ax.set_xticks(range(max_hands), [""] * max_hands)  # named "i = .., θ = .." by update
-            bar_ax.set_ylim(-1.05, 1.05)
+            bar_ax.set_xticks([])
+            # Each bar named "i = .., θ = .." below the lowest bar, inside the axes: as animated text
+            # it is redrawn with the bars (blitted), where tick labels would need the whole figure.
+            self.bar_names = [bar_ax.text(k, -1.12, "", ha="center", va="top", fontsize=7)
+                              for k in range(max_hands)]
+            bar_ax.set_ylim(-1.45, 1.05)
+            bar_ax.set_yticks([-1.0, -0.5, 0.0, 0.5, 1.0])
             bar_ax.set_ylabel("vote cos(|Δ|θ_i)", fontsize=8)
             bar_ax.tick_params(labelsize=8)
         ref_ax.set_title("reference, Δ = 0", fontsize=9)
@@ -111,7 +116,7 @@ class _ClockPair:
     def artists(self) -> list:
         """The artists an update changes."""
         extra = [self.total] if self.total is not None else []
-        return [*self.cmp_hands, *self.ref_hands, *self.lines, *self.bars, *extra, self.cmp_title]
+        return [*self.cmp_hands, *self.ref_hands, *self.lines, *self.bars, *self.bar_names, *extra, self.cmp_title]
 
     def update(self, delta: int, d: int, base: float, hands: tuple[int, ...]) -> dict:
         theta = frequencies(d, base).numpy()  # (d/2,)
@@ -136,12 +141,12 @@ class _ClockPair:
             if self.bars:
                 self.bars[k].set_height(cosines[i])
         if self.bars:
-            # pair_color repeats every ten pairs: each tick names its hand (i and θ_i), in the hand's colour
-            bar_ax = self.bars[0].axes
-            names = [f"i = {i}\nθ = {theta[i]:.3g}" for i in hands] + [""] * (len(self.bars) - len(hands))
-            bar_ax.set_xticks(range(len(self.bars)), names)
-            for tick, i in zip(bar_ax.get_xticklabels(), hands):
-                tick.set_color(pair_color(i))
+            # pair_color repeats every ten pairs: each bar's name gives its hand (i and θ_i), in its colour
+            for k, name in enumerate(self.bar_names):
+                shown = k < len(hands)
+                name.set_text(f"i = {hands[k]}, θ = {theta[hands[k]]:.3g}" if shown else "")
+                if shown:
+                    name.set_color(pair_color(hands[k]))
         if self.total is not None:
             kappa = float(position_kernel(float(delta), d, base))
             self.total.set_text(f"all {d // 2} hands: p_m·p_n = {kappa * d / 2:+.3f},  κ_d(Δ) = {kappa:+.3f}")
@@ -272,16 +277,10 @@ def kernel_and_clocks(d: int = 64, base: float = 10000.0, delta: int = 5, max_de
     ax.legend(loc="upper right", fontsize=7.5, framealpha=0.9)
     title = fig.suptitle(" ", fontsize=10, y=0.97)
 
-    drawn = {}
-
     def update(d, base, delta):
         d = check_even_dim("d", d)
         base = check_base("base", base)
         delta = check_int("delta", int(delta))
-        # The bars' tick labels (i and θ_i of each hand) change with d and b, and ticks are not
-        # blitted: then the whole figure is drawn again; a change of Δ alone is blitted.
-        relabel = drawn.get("hands") != (d, base)
-        drawn["hands"] = (d, base)
         kernel = position_kernel(torch.from_numpy(xs), d, base).numpy()
         kernel_line.set_ydata(kernel)
         continuous.set_ydata(continuous_kernel(torch.from_numpy(xs), base).numpy())
@@ -290,7 +289,6 @@ def kernel_and_clocks(d: int = 64, base: float = 10000.0, delta: int = 5, max_de
         kappa = float(position_kernel(float(delta), d, base))
         title.set_text(f"d = {d} ({d // 2} hands), b = {base:,.0f}:  κ_d({abs(delta)}) = {kappa:+.3f}")
         pair.update(delta, d, base, default_hands(d))
-        return FULL if relabel else None
 
     params = {"d": check_even_dim("d", d), "base": check_base("base", base), "delta": check_int("delta", delta)}
     update(**params)
