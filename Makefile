@@ -12,7 +12,7 @@ export HELPERS_DEVICE ?= cpu
 export PYTHONHASHSEED := 0
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: setup lab test test-portable test-unit test-notebooks test-browser notebooks experiment bench slides html clean
+.PHONY: setup lab test test-portable test-unit test-notebooks test-browser lint format diff-setup notebooks experiment bench slides html clean
 
 setup: $(STAMP)
 
@@ -43,7 +43,27 @@ test-portable: $(STAMP)
 test-unit: $(STAMP)
 	$(PY) -m pytest tests -m "not browser" -p no:cacheprovider
 
-test-notebooks: $(STAMP)
+test-# The linter (ruff: pycodestyle, pyflakes, bugbear, import order) on the package, the tests, the
+# benchmarks and the notebooks' code cells; the formatter's check on the Python files (notebook
+# cells are laid out by hand for reading and are linted, not reformatted). CI runs it.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check helpers tests benchmarks notebooks
+	$(VENV)/bin/ruff format --check helpers tests benchmarks
+
+# Apply the formatter and the linter's safe fixes.
+format: $(STAMP)
+	$(VENV)/bin/ruff format helpers tests benchmarks
+	$(VENV)/bin/ruff check --fix helpers tests benchmarks notebooks
+
+# Readable notebook diffs in this clone: `git diff` and `git log -p` show a notebook's changed
+# cells, sources and text outputs instead of JSON and base64 (nbdime's git integration; see
+# CONTRIBUTING.md). .gitattributes names the driver; this writes its command to .git/config only.
+diff-setup: $(STAMP)
+	git config diff.jupyternotebook.command "$(CURDIR)/$(VENV)/bin/git-nbdiffdriver diff"
+	git config merge.jupyternotebook.driver "$(CURDIR)/$(VENV)/bin/git-nbmergedriver merge %O %A %B %L %P"
+	git config merge.jupyternotebook.name "nbdime: merge notebooks cell by cell"
+
+notebooks: $(STAMP)
 	$(PY) -m pytest notebooks --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider --durations=0
 
 notebooks: $(STAMP)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import gc
 import math
 import os
@@ -123,8 +124,10 @@ def _ratio(a, b):
 def bench_attention(device, dtype, *, lengths, heads: int, width: int, budget: float, rounds: int):
     element = torch.empty((), dtype=dtype).element_size()
     slopes = helpers.alibi_slopes(heads).to(device)
-    print(f"\n1. attention, causal, B=1, H={heads}, d={width}, {dtype} "
-          f"(eager = need_weights=True; fused = need_weights=False); time ms, peak MiB")
+    print(
+        f"\n1. attention, causal, B=1, H={heads}, d={width}, {dtype} "
+        f"(eager = need_weights=True; fused = need_weights=False); time ms, peak MiB"
+    )
     probe = torch.zeros(1, heads, 2, width, device=device, dtype=dtype)
     flex_reason = _attention_module._flex_unavailable(probe, probe, probe)
     print(f"   FlexAttention for ALiBi: {'available' if flex_reason is None else 'not used: ' + flex_reason}")
@@ -135,16 +138,21 @@ def bench_attention(device, dtype, *, lengths, heads: int, width: int, budget: f
         square = heads * t * t * element  # one (H, T, T) tensor
         # Estimated peaks: eager keeps scores, their masked copy and the weights; a materialised
         # ALiBi bias adds the bias and its masked copy.
+        attend = functools.partial(helpers.attention, q, k, v, causal=True)
         cases = {
-            "plain  eager": (lambda: helpers.attention(q, k, v, causal=True), 3 * square),
-            "plain  fused (SDPA)": (lambda: helpers.attention(q, k, v, causal=True, need_weights=False), 0),
-            "alibi  eager": (lambda: helpers.attention(q, k, v, causal=True, alibi_slopes=slopes), 4 * square),
-            "alibi  fused, bias (SDPA)": (lambda: helpers.attention(q, k, v, causal=True, alibi_slopes=slopes,
-                                                                    need_weights=False, flex=False), 2.5 * square),
+            "plain  eager": (attend, 3 * square),
+            "plain  fused (SDPA)": (functools.partial(attend, need_weights=False), 0),
+            "alibi  eager": (functools.partial(attend, alibi_slopes=slopes), 4 * square),
+            "alibi  fused, bias (SDPA)": (
+                functools.partial(attend, alibi_slopes=slopes, need_weights=False, flex=False),
+                2.5 * square,
+            ),
         }
         if flex_reason is None:
-            cases["alibi  fused (FlexAttention)"] = (lambda: helpers.attention(
-                q, k, v, causal=True, alibi_slopes=slopes, need_weights=False, flex=True), 0)
+            cases["alibi  fused (FlexAttention)"] = (
+                functools.partial(attend, alibi_slopes=slopes, need_weights=False, flex=True),
+                0,
+            )
         runnable = {name: fn for name, (fn, estimate) in cases.items() if estimate <= budget}
         long = t >= 16384
         with torch.inference_mode():
@@ -164,20 +172,26 @@ def bench_attention(device, dtype, *, lengths, heads: int, width: int, budget: f
                 del reference, alibi_outputs
             peaks = {name: peak_memory(fn, device) for name, fn in runnable.items()}
             times = median_times(runnable, device, rounds=1 if long and device.type == "cpu" else rounds)
-        for name, (fn, estimate) in cases.items():
+        for name, (_fn, estimate) in cases.items():
             group = name.split()[0]
             base = f"{group}  eager"
             if name not in runnable:
-                print(f"   {t:>6} {name:<26}   skipped: needs about {estimate / 2**30:.1f} GiB "
-                      f"(--memory-budget {budget / 2**30:.1f} GiB)")
+                print(
+                    f"   {t:>6} {name:<26}   skipped: needs about {estimate / 2**30:.1f} GiB "
+                    f"(--memory-budget {budget / 2**30:.1f} GiB)"
+                )
                 continue
             note = f"   (first call {compiled_in[name]:.1f} s: compiles)" if "Flex" in name else ""
-            print(f"   {t:>6} {name:<26} {times[name] * 1e3:9.1f} {_mb(peaks[name])}   "
-                  f"{_ratio(times[name], times.get(base)):>10} {_ratio(peaks[name], peaks.get(base)):>10}{note}")
+            print(
+                f"   {t:>6} {name:<26} {times[name] * 1e3:9.1f} {_mb(peaks[name])}   "
+                f"{_ratio(times[name], times.get(base)):>10} {_ratio(peaks[name], peaks.get(base)):>10}{note}"
+            )
             if name.startswith("alibi  fused (Flex") and "alibi  fused, bias (SDPA)" in runnable:
                 other = "alibi  fused, bias (SDPA)"
-                print(f"   {'':>6} {'  flex / fused-with-bias':<26} {'':>9} {'':>8}   "
-                      f"{_ratio(times[name], times[other]):>10} {_ratio(peaks[name], peaks[other]):>10}")
+                print(
+                    f"   {'':>6} {'  flex / fused-with-bias':<26} {'':>9} {'':>8}   "
+                    f"{_ratio(times[name], times[other]):>10} {_ratio(peaks[name], peaks[other]):>10}"
+                )
         del q, k, v
 
 
@@ -188,34 +202,53 @@ def common_float32_pe(seq_len: int, d_model: int, device=None) -> torch.Tensor:
     """Article 001 §8.1 (the Annotated Transformer's formula), float32 throughout."""
     pe = torch.zeros(seq_len, d_model, device=device)
     position = torch.arange(0, seq_len, dtype=torch.float, device=device).unsqueeze(1)  # (T, 1)
-    div_term = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float, device=device)
-                         * -(math.log(10000.0) / d_model))  # (d/2,)
+    div_term = torch.exp(
+        torch.arange(0, d_model, 2, dtype=torch.float, device=device) * -(math.log(10000.0) / d_model)
+    )  # (d/2,)
     pe[:, 0::2] = torch.sin(position * div_term)
     pe[:, 1::2] = torch.cos(position * div_term)
     return pe
 
 
+def _repeat(times: int, function, *args, **kwargs) -> list:
+    return [function(*args, **kwargs) for _ in range(times)]
+
+
 def bench_sinusoidal(device, *, rounds: int):
-    print("\n2. sinusoidal_pe (float64 angles, reduced) / common float32 formula (article 001 §8.1); goal <= 2;\n"
-          f"   fastest of {rounds} rounds (a busy machine only ever adds time)")
+    print(
+        "\n2. sinusoidal_pe (float64 angles, reduced) / common float32 formula (article 001 §8.1); goal <= 2;\n"
+        f"   fastest of {rounds} rounds (a busy machine only ever adds time)"
+    )
     for t, d in ((512, 64), (4096, 512), (32768, 1024)):
         inner = max(1, 2_000_000 // (t * d))
         functions = {
-            "common": lambda: [common_float32_pe(t, d, device) for _ in range(inner)],
-            "helpers": lambda: [helpers.sinusoidal_pe(t, d, device=device) for _ in range(inner)],
-            "interleaved": lambda: [sin_cos_interleaved(torch.arange(t), helpers.frequencies(d), device=device,
-                                                        dtype=torch.float32) for _ in range(inner)],
+            "common": functools.partial(_repeat, inner, common_float32_pe, t, d, device),
+            "helpers": functools.partial(_repeat, inner, helpers.sinusoidal_pe, t, d, device=device),
+            "interleaved": functools.partial(
+                _repeat,
+                inner,
+                sin_cos_interleaved,
+                torch.arange(t),
+                helpers.frequencies(d),
+                device=device,
+                dtype=torch.float32,
+            ),
         }
         for fn in functions.values():
             fn()
         times = median_times(functions, device, rounds=rounds, statistic=min)
         mine, theirs = times["helpers"] / inner, times["common"] / inner
-        worst = float((helpers.sinusoidal_pe(t, d, device=device).double()
-                       - common_float32_pe(t, d, device).double()).abs().max())
-        print(f"   T={t:>6} d={d:>5}: helpers {mine * 1e3:8.3f} ms, common {theirs * 1e3:8.3f} ms, "
-              f"ratio {mine / theirs:5.2f}   (largest difference between the two tables {worst:.1e})")
-        print(f"   {'':>15}  the same table written in place by _angles.sin_cos_interleaved: ratio "
-              f"{times['interleaved'] / times['common']:5.2f}")
+        worst = float(
+            (helpers.sinusoidal_pe(t, d, device=device).double() - common_float32_pe(t, d, device).double()).abs().max()
+        )
+        print(
+            f"   T={t:>6} d={d:>5}: helpers {mine * 1e3:8.3f} ms, common {theirs * 1e3:8.3f} ms, "
+            f"ratio {mine / theirs:5.2f}   (largest difference between the two tables {worst:.1e})"
+        )
+        print(
+            f"   {'':>15}  the same table written in place by _angles.sin_cos_interleaved: ratio "
+            f"{times['interleaved'] / times['common']:5.2f}"
+        )
 
 
 # --- 3. apply_rope -----------------------------------------------------------------------------
@@ -238,9 +271,11 @@ def bench_rope_section(device, *, rounds: int):
         copy_bw = nbytes / times["clone"]
         for layout in ("half", "interleaved"):
             mine = times[f"apply_rope {layout}"]
-            print(f"   {str(dtype):15s} {layout:11s}: / rotate_half {mine / times['rotate_half (textbook)']:5.2f}, "
-                  f"/ clone {mine / times['clone']:5.2f}; reaches {times['clone'] / mine:5.1%} of the measured copy "
-                  f"bandwidth ({nbytes / mine / 1e9:.1f} of {copy_bw / 1e9:.1f} GB/s)")
+            print(
+                f"   {str(dtype):15s} {layout:11s}: / rotate_half {mine / times['rotate_half (textbook)']:5.2f}, "
+                f"/ clone {mine / times['clone']:5.2f}; reaches {times['clone'] / mine:5.1%} of the measured copy "
+                f"bandwidth ({nbytes / mine / 1e9:.1f} of {copy_bw / 1e9:.1f} GB/s)"
+            )
 
 
 def main(argv=None) -> None:
@@ -249,8 +284,12 @@ def main(argv=None) -> None:
     parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 4096, 16384])
     parser.add_argument("--heads", type=int, default=None, help="attention heads (default 2 on CPU, 16 on CUDA)")
     parser.add_argument("--width", type=int, default=64, help="head width d")
-    parser.add_argument("--memory-budget", type=float, default=None,
-                        help="GiB a path may need before it is skipped (default 3 on CPU, 40 on CUDA)")
+    parser.add_argument(
+        "--memory-budget",
+        type=float,
+        default=None,
+        help="GiB a path may need before it is skipped (default 3 on CPU, 40 on CUDA)",
+    )
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--skip-rope", action="store_true")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's choice)")
@@ -263,7 +302,11 @@ def main(argv=None) -> None:
     budget = (args.memory_budget or (40.0 if on_gpu else 3.0)) * 2**30
     rounds = args.rounds or (20 if on_gpu else 3)
     dtype = torch.bfloat16 if on_gpu else torch.float32
-    name = torch.cuda.get_device_name(device) if on_gpu else f"CPU, {torch.get_num_threads()} threads, {os.cpu_count()} cores"
+    name = (
+        torch.cuda.get_device_name(device)
+        if on_gpu
+        else f"CPU, {torch.get_num_threads()} threads, {os.cpu_count()} cores"
+    )
     print(f"helpers benchmark on {device} ({name}), torch {torch.__version__}")
     start = time.perf_counter()
     bench_attention(device, dtype, lengths=args.lengths, heads=heads, width=args.width, budget=budget, rounds=rounds)

@@ -92,8 +92,12 @@ def main(argv=None) -> None:
     parser.add_argument("--shape", type=int, nargs="+", default=None, help="B H T d (default depends on device)")
     parser.add_argument("--dtype", nargs="+", default=["float32", "bfloat16"])
     parser.add_argument("--rounds", type=int, default=None)
-    parser.add_argument("--threads", type=int, default=None,
-                        help="CPU threads (on a busy shared machine, 1 gives the steadiest numbers)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="CPU threads (on a busy shared machine, 1 gives the steadiest numbers)",
+    )
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -113,8 +117,11 @@ def main(argv=None) -> None:
             print(f"  {label:26s} {seconds * 1e3:8.3f} ms  {nbytes / seconds / 1e9:7.1f} GB/s (of x read + written)")
         for layout in ("half", "interleaved"):
             mine = times[f"apply_rope {layout}"]
-            print(f"  apply_rope {layout:11s} / rotate_half = {mine / times['rotate_half (textbook)']:.2f}   "
-                  f"/ clone = {mine / times['clone']:.2f}   (apply_rope runs at {times['clone'] / mine:.0%} of clone's speed)")
+            print(
+                f"  apply_rope {layout:11s} / rotate_half = {mine / times['rotate_half (textbook)']:.2f}   "
+                f"/ clone = {mine / times['clone']:.2f}   "
+                f"(apply_rope runs at {times['clone'] / mine:.0%} of clone's speed)"
+            )
 
 
 if __name__ == "__main__":

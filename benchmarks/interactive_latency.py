@@ -36,8 +36,9 @@ def control_values(control, count: int) -> list:
         options = list(control.options)
         values = [o[1] if isinstance(o, tuple) else o for o in options]
         return [values[k % len(values)] for k in range(1, count + 1)]
-    if isinstance(control, (ipywidgets.IntSlider, ipywidgets.FloatSlider, ipywidgets.BoundedIntText,
-                            ipywidgets.BoundedFloatText)):
+    if isinstance(
+        control, (ipywidgets.IntSlider, ipywidgets.FloatSlider, ipywidgets.BoundedIntText, ipywidgets.BoundedFloatText)
+    ):
         # Only values the control can take: min + k * step.
         step = getattr(control, "step", None) or 1
         steps = np.floor((np.linspace(control.min, control.max, count) - control.min) / step + 1e-9)
@@ -72,7 +73,10 @@ def main(argv=None) -> int:
     torch.set_num_threads(max(1, torch.get_num_threads()))
     names = sorted(n for n in helpers.widgets.__all__ if n.endswith("_explorer") and args.only in n)
     print(f"machine: {platform.machine()}, {platform.processor() or 'cpu'}, torch threads {torch.get_num_threads()}")
-    print(f"{'explorer':34s} {'updates':>7s} {'median ms':>10s} {'p95 ms':>8s}  goal (median < {GOAL_MEDIAN_MS:.0f}, p95 < {GOAL_P95_MS:.0f})")
+    print(
+        f"{'explorer':34s} {'updates':>7s} {'median ms':>10s} {'p95 ms':>8s}  "
+        f"goal (median < {GOAL_MEDIAN_MS:.0f}, p95 < {GOAL_P95_MS:.0f})"
+    )
     failed = 0
     for name in names:
         times = measure(getattr(helpers.widgets, name), args.updates)

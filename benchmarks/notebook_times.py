@@ -54,18 +54,30 @@ def _code_cell_heads(path: pathlib.Path) -> list[str]:
 
 
 def run_notebook(path: pathlib.Path, cells: int) -> dict:
-    command = [sys.executable, "-m", "pytest", "--nbval", str(path), "--sanitize-with",
-               str(ROOT / "tests" / "nbval_sanitize.cfg"), "-p", "no:cacheprovider", "-q",
-               f"--durations={cells}", "--durations-min=0"]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--nbval",
+        str(path),
+        "--sanitize-with",
+        str(ROOT / "tests" / "nbval_sanitize.cfg"),
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        f"--durations={cells}",
+        "--durations-min=0",
+    ]
     env = dict(os.environ, HELPERS_DEVICE="cpu", PYTHONHASHSEED="0", PYDEVD_DISABLE_FILE_VALIDATION="1")
-    done = subprocess.run([sys.executable, "-c", _RUNNER, *command], capture_output=True, text=True, cwd=ROOT,
-                          env=env)
+    done = subprocess.run([sys.executable, "-c", _RUNNER, *command], capture_output=True, text=True, cwd=ROOT, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"the runner failed for {path}: {done.stderr[-2000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
     heads = _code_cell_heads(path)
-    result["slow_cells"] = [(f"code cell {n} `{heads[int(n)] if int(n) < len(heads) else '?'}`", float(seconds))
-                            for seconds, n in _DURATION.findall(result["out"])]
+    result["slow_cells"] = [
+        (f"code cell {n} `{heads[int(n)] if int(n) < len(heads) else '?'}`", float(seconds))
+        for seconds, n in _DURATION.findall(result["out"])
+    ]
     summary = [line for line in result["out"].splitlines() if re.search(r"\d+ (passed|failed|error)", line)]
     result["summary"] = summary[-1].strip("= ") if summary else "no summary"
     return result
@@ -76,7 +88,9 @@ def main(argv=None) -> int:
     parser.add_argument("notebooks", nargs="*", help="default: notebooks/[0-9][0-9]_*.ipynb")
     parser.add_argument("--cells", type=int, default=3, help="how many of the slowest cells to list per notebook")
     args = parser.parse_args(argv)
-    paths = [pathlib.Path(p).resolve() for p in args.notebooks] or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    paths = [pathlib.Path(p).resolve() for p in args.notebooks] or sorted(
+        (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")
+    )
     if not paths:
         print("no notebooks found")
         return 1
@@ -92,8 +106,10 @@ def main(argv=None) -> int:
         print(f"{path.name:<36} {result['wall']:7.1f} {peak_mb:8.0f}  {result['summary']}{flag}")
         for name, seconds in result["slow_cells"]:
             print(f"{'':<38}{seconds:5.1f} s  {name}")
-    print(f"{'total':<36} {total:7.1f}   (goals: each < {GOAL_EACH_S:.0f} s, total < {GOAL_TOTAL_S:.0f} s, "
-          f"peak < {GOAL_PEAK_MB:.0f} MB; largest peak {largest:.0f} MB)")
+    print(
+        f"{'total':<36} {total:7.1f}   (goals: each < {GOAL_EACH_S:.0f} s, total < {GOAL_TOTAL_S:.0f} s, "
+        f"peak < {GOAL_PEAK_MB:.0f} MB; largest peak {largest:.0f} MB)"
+    )
     return 1 if failed else 0
 
 

@@ -13,11 +13,10 @@ from . import attention as _attention
 from . import device as _device_module
 from . import exercises as _exercises
 from . import kernels as _kernels
+from . import plots, widgets
 from . import relative as _relative
 from . import rope as _rope
 from . import sinusoidal as _sinusoidal
-from . import plots, widgets
-
 from .alibi import *  # noqa: F401,F403,E402
 from .attention import *  # noqa: F401,F403,E402
 from .device import *  # noqa: F401,F403,E402
@@ -41,7 +40,7 @@ def __getattr__(name):
 
 
 __all__ = [
-    "experiment",
+    "experiment",  # noqa: F405  (imported on first use by __getattr__ above)
     "plots",
     "widgets",
     *_alibi.__all__,

@@ -60,8 +60,18 @@ class TinyTransformer(nn.Module):
     it returns ``(logits, weights)``, ``weights`` a list of ``(B, H, T, T)``, one per layer.
     """
 
-    def __init__(self, scheme: str, *, vocab: int, d_model: int = 64, n_heads: int = 4, n_layers: int = 2,
-                 d_ff: int = 128, max_len: int = 256, rope_base: float = 10000.0):
+    def __init__(
+        self,
+        scheme: str,
+        *,
+        vocab: int,
+        d_model: int = 64,
+        n_heads: int = 4,
+        n_layers: int = 2,
+        d_ff: int = 128,
+        max_len: int = 256,
+        rope_base: float = 10000.0,
+    ):
         super().__init__()
         if scheme not in SCHEMES:
             raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")

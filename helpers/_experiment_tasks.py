@@ -14,8 +14,9 @@ from ._checks import check_int
 TASKS = ("lag", "pattern")
 
 
-def lag_batch(batch_size: int, length: int, *, vocab: int, lag: int, generator: torch.Generator | None = None,
-              device=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def lag_batch(
+    batch_size: int, length: int, *, vocab: int, lag: int, generator: torch.Generator | None = None, device=None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """A batch of "copy the token ``lag`` places back" examples.
 
     Returns:
@@ -34,8 +35,16 @@ def lag_batch(batch_size: int, length: int, *, vocab: int, lag: int, generator: 
     return inputs.to(device), targets.to(device), mask.to(device)
 
 
-def pattern_batch(batch_size: int, length: int, *, vocab: int, min_period: int, max_period: int,
-                  generator: torch.Generator | None = None, device=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def pattern_batch(
+    batch_size: int,
+    length: int,
+    *,
+    vocab: int,
+    min_period: int,
+    max_period: int,
+    generator: torch.Generator | None = None,
+    device=None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """A batch of "continue the pattern" examples (next-token prediction).
 
     A sequence repeats a block of ``n`` distinct tokens (``n`` uniform in

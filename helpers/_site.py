@@ -41,8 +41,11 @@ def _widget_pictures(state: dict, model_id: str) -> list[tuple[str, str]]:
         return []
     if model.get("model_name") == "ImageModel":
         mime = "image/" + model.get("state", {}).get("format", "png")
-        return [(mime, buffer["data"]) for buffer in model.get("buffers", [])
-                if buffer.get("path") == ["value"] and buffer.get("encoding") == "base64"]
+        return [
+            (mime, buffer["data"])
+            for buffer in model.get("buffers", [])
+            if buffer.get("path") == ["value"] and buffer.get("encoding") == "base64"
+        ]
     pictures = []
     for child in model.get("state", {}).get("children", []):
         pictures += _widget_pictures(state, str(child).removeprefix("IPY_MODEL_"))
@@ -52,14 +55,19 @@ def _widget_pictures(state: dict, model_id: str) -> list[tuple[str, str]]:
 class SitePreprocessor(Preprocessor):
     """Live widgets become their saved pictures; links between notebooks point at the built pages."""
 
-    link_suffix = Unicode("", help="Suffix that replaces '.ipynb' in links between notebooks "
-                                   "('.html' for the site, '.slides.html' for slides); empty leaves links alone.").tag(config=True)
+    link_suffix = Unicode(
+        "",
+        help="Suffix that replaces '.ipynb' in links between notebooks "
+        "('.html' for the site, '.slides.html' for slides); empty leaves links alone.",
+    ).tag(config=True)
 
     def preprocess(self, nb, resources):
         state = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
         for cell in nb.cells:
             if cell.cell_type == "markdown" and self.link_suffix:
-                cell.source = NOTEBOOK_LINK.sub(lambda m: f"]({m.group(1)}{self.link_suffix}{m.group(2) or ''})", cell.source)
+                cell.source = NOTEBOOK_LINK.sub(
+                    lambda m: f"]({m.group(1)}{self.link_suffix}{m.group(2) or ''})", cell.source
+                )
             if cell.cell_type != "code":
                 continue
             outputs = []
@@ -72,10 +80,18 @@ class SitePreprocessor(Preprocessor):
                 if not pictures:
                     continue  # nothing a static page can show
                 for mime, picture in pictures:
-                    outputs.append(nbformat.v4.new_output("display_data", data={
-                        mime: picture,
-                        "text/plain": "(the explorer's picture when the notebook was executed; run the notebook to move the sliders)",
-                    }))
+                    outputs.append(
+                        nbformat.v4.new_output(
+                            "display_data",
+                            data={
+                                mime: picture,
+                                "text/plain": (
+                                    "(the explorer's picture when the notebook was executed; "
+                                    "run the notebook to move the sliders)"
+                                ),
+                            },
+                        )
+                    )
             cell.outputs = outputs
         # Without widget state the page does not load a widget renderer from the network.
         nb.metadata.pop("widgets", None)
@@ -95,7 +111,7 @@ def notebook_entry(path: Path) -> dict:
                 title = line[2:].strip()
             elif re.match(r"^\W*read alongside", line, flags=re.IGNORECASE) and not reading:
                 paragraph = [line.strip()]  # the rest of its paragraph
-                for more in lines[k + 1:]:
+                for more in lines[k + 1 :]:
                     if not more.strip() or more.lstrip().startswith(("#", "-", "*", "|")):
                         break
                     paragraph.append(more.strip())
@@ -112,8 +128,10 @@ def build_index(notebooks: list[Path], out: Path) -> Path:
         entry = notebook_entry(path)
         missing = "" if (out / entry["page"]).exists() else " <em>(page not built)</em>"
         reading = markdown2html(entry["reading"]) if entry["reading"] else ""
-        items.append(f'<li><a href="{html.escape(entry["page"])}">{html.escape(entry["title"])}</a>{missing}'
-                     f'<div class="reading">{reading}</div></li>')
+        items.append(
+            f'<li><a href="{html.escape(entry["page"])}">{html.escape(entry["title"])}</a>{missing}'
+            f'<div class="reading">{reading}</div></li>'
+        )
     page = f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -148,8 +166,7 @@ their default picture. To move them, open the notebooks in JupyterLab (see the R
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Write the index page of the static site.")
     parser.add_argument("--out", type=Path, default=Path("build/html"), help="folder of the built pages")
-    parser.add_argument("notebooks", nargs="*", type=Path,
-                        help="notebooks, in order (default: notebooks/NN_*.ipynb)")
+    parser.add_argument("notebooks", nargs="*", type=Path, help="notebooks, in order (default: notebooks/NN_*.ipynb)")
     args = parser.parse_args(argv)
     notebooks = args.notebooks or sorted(Path("notebooks").glob("[0-9][0-9]_*.ipynb"))
     index = build_index(notebooks, args.out)

@@ -70,7 +70,12 @@ def _check_causal(causal) -> bool:
 
 
 def alibi_bias(
-    n_heads: int, n_queries: int, n_keys: int | None = None, *, causal: bool = True, device=None,
+    n_heads: int,
+    n_queries: int,
+    n_keys: int | None = None,
+    *,
+    causal: bool = True,
+    device=None,
     dtype: torch.dtype = torch.float32,
 ) -> torch.Tensor:
     """ALiBi bias ``(H, Tq, Tk)`` to add to attention scores (the distance form of the paper).

@@ -82,14 +82,13 @@ def _check_qkv(q, k, v, bias):
     if bias is not None:
         bias = check_float_tensor("bias", bias)
         if bias.dim() < 2 or bias.shape[-2] not in (1, tq) or bias.shape[-1] not in (1, tk):
-            raise ValueError(
-                f"bias must broadcast to (..., Tq, Tk) = (..., {tq}, {tk}), got shape {tuple(bias.shape)}"
-            )
+            raise ValueError(f"bias must broadcast to (..., Tq, Tk) = (..., {tq}, {tk}), got shape {tuple(bias.shape)}")
         try:
             torch.broadcast_shapes(bias.shape[:-2], lead)
         except RuntimeError as error:
             raise ValueError(
-                f"the leading dimensions of bias {tuple(bias.shape)} do not broadcast with those of q, k, v {tuple(lead)}"
+                f"the leading dimensions of bias {tuple(bias.shape)} do not broadcast "
+                f"with those of q, k, v {tuple(lead)}"
             ) from error
         if bias.device != q.device:
             raise ValueError(f"bias must be on the device of q ({q.device}), got {bias.device}")
@@ -160,7 +159,9 @@ def _causal_block_mask(tq: int, tk: int, device, block: int = 128):
     n_q, n_k = -(-tq // block), -(-tk // block)
     last = (torch.arange(1, n_q + 1, device=device) * block).clamp(max=tq) - 1 + (tk - tq)  # (n_q,)
     count = (last // block + 1).clamp(max=n_k).to(torch.int32)[None, None]  # (1, 1, n_q)
-    index = torch.arange(n_k, device=device, dtype=torch.int32).expand(n_q, n_k)[None, None].contiguous()  # (1, 1, n_q, n_k)
+    index = (
+        torch.arange(n_k, device=device, dtype=torch.int32).expand(n_q, n_k)[None, None].contiguous()
+    )  # (1, 1, n_q, n_k)
 
     def visible(b, h, q_idx, kv_idx):
         return kv_idx <= q_idx + offset
@@ -186,13 +187,16 @@ def _flex_alibi(q, k, v, slopes, causal: bool, lead) -> torch.Tensor:
     block_mask = _causal_block_mask(tq, tk, q.device) if causal else None
     with warnings.catch_warnings():
         # The compiler imports torch.utils.mkldnn, whose TorchScript classes warn on import.
-        warnings.filterwarnings("ignore", message=r"`torch\.jit\.script_method` is deprecated", category=DeprecationWarning)
+        warnings.filterwarnings(
+            "ignore", message=r"`torch\.jit\.script_method` is deprecated", category=DeprecationWarning
+        )
         out = torch.compile(flex_attention)(q4, k4, v4, score_mod=alibi, block_mask=block_mask)  # (B, H, Tq, dv)
     return out.reshape(*lead, tq, dv)
 
 
-def attention(q, k, v, *, bias=None, causal: bool = False, alibi_slopes=None, need_weights: bool = True,
-              flex: bool | None = None):
+def attention(
+    q, k, v, *, bias=None, causal: bool = False, alibi_slopes=None, need_weights: bool = True, flex: bool | None = None
+):
     """``softmax(q kᵀ / sqrt(d) + bias) v`` with an optional causal mask and ALiBi.
 
     Args:

@@ -122,25 +122,58 @@ class ExperimentConfig:
 #: The settings ``--quick`` uses (about a minute on two CPU cores).
 QUICK = dict(seeds=(0, 1), steps=200, eval_batches=1)
 #: A tiny setting for the tests (seconds per scheme).
-TINY = dict(seeds=(0,), steps=40, train_length=16, eval_multiples=(1, 2), d_model=32, d_ff=64, n_heads=2,
-            batch_size=16, eval_batches=1, eval_batch_size=16, warmup_steps=5, max_period=6)
+TINY = dict(
+    seeds=(0,),
+    steps=40,
+    train_length=16,
+    eval_multiples=(1, 2),
+    d_model=32,
+    d_ff=64,
+    n_heads=2,
+    batch_size=16,
+    eval_batches=1,
+    eval_batch_size=16,
+    warmup_steps=5,
+    max_period=6,
+)
 
 
-def task_batch(task: str, config: "ExperimentConfig", batch_size: int, length: int, *,
-               generator: torch.Generator | None = None, device=None):
+def task_batch(
+    task: str,
+    config: "ExperimentConfig",
+    batch_size: int,
+    length: int,
+    *,
+    generator: torch.Generator | None = None,
+    device=None,
+):
     """``(inputs, targets, mask)`` of ``task`` (one of ``TASKS``) with the sizes of ``config``, each ``(B, T)``."""
     if task == "lag":
         return lag_batch(batch_size, length, vocab=config.vocab, lag=config.lag, generator=generator, device=device)
     if task == "pattern":
-        return pattern_batch(batch_size, length, vocab=config.vocab, min_period=config.min_period,
-                             max_period=config.max_period, generator=generator, device=device)
+        return pattern_batch(
+            batch_size,
+            length,
+            vocab=config.vocab,
+            min_period=config.min_period,
+            max_period=config.max_period,
+            generator=generator,
+            device=device,
+        )
     raise ValueError(f"task must be one of {TASKS}, got {task!r}")
 
 
 def _build(scheme: str, config: ExperimentConfig) -> TinyTransformer:
-    return TinyTransformer(scheme, vocab=config.vocab, d_model=config.d_model, n_heads=config.n_heads,
-                           n_layers=config.n_layers, d_ff=config.d_ff, max_len=config.max_len,
-                           rope_base=config.rope_base)
+    return TinyTransformer(
+        scheme,
+        vocab=config.vocab,
+        d_model=config.d_model,
+        n_heads=config.n_heads,
+        n_layers=config.n_layers,
+        d_ff=config.d_ff,
+        max_len=config.max_len,
+        rope_base=config.rope_base,
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -178,8 +211,9 @@ def train_model(task: str, scheme: str, config: ExperimentConfig, seed: int, *, 
     losses = []
     model.train()
     for _ in range(config.steps):
-        batch = task_batch(task, config, config.batch_size, config.train_length, generator=data,
-                           device=device)  # (B, L) each
+        batch = task_batch(
+            task, config, config.batch_size, config.train_length, generator=data, device=device
+        )  # (B, L) each
         loss, _, _ = _masked_loss(model, *batch)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -204,8 +238,9 @@ def evaluate_model(model: TinyTransformer, task: str, config: ExperimentConfig, 
         data = torch.Generator().manual_seed(config.eval_seed + length)
         total_loss, total_correct, total_count = 0.0, 0.0, 0
         for _ in range(config.eval_batches):
-            batch = task_batch(task, config, config.eval_batch_size, length, generator=data,
-                               device=device)  # (B, T) each
+            batch = task_batch(
+                task, config, config.eval_batch_size, length, generator=data, device=device
+            )  # (B, T) each
             loss, accuracy, count = _masked_loss(model, *batch)
             total_loss += float(loss) * int(count)
             total_correct += float(accuracy) * int(count)
@@ -236,6 +271,7 @@ def summarize_runs(runs: list[dict], tasks, schemes, lengths) -> dict:
 
 def _environment(device) -> dict:
     import matplotlib
+
     return {
         "python": platform.python_version(),
         "torch": torch.__version__,
@@ -248,8 +284,9 @@ def _environment(device) -> dict:
     }
 
 
-def run_experiment(config: ExperimentConfig | None = None, *, device=None, progress: bool = True,
-                   keep_models: dict | None = None) -> dict:
+def run_experiment(
+    config: ExperimentConfig | None = None, *, device=None, progress: bool = True, keep_models: dict | None = None
+) -> dict:
     """Train every scheme on every task with every seed, and evaluate at every length.
 
     Args:
@@ -279,17 +316,19 @@ def run_experiment(config: ExperimentConfig | None = None, *, device=None, progr
         if keep_models is not None and seed == config.seeds[0]:
             keep_models[(task, scheme)] = model
         every = max(1, len(losses) // 50)
-        runs.append({
-            "task": task,
-            "scheme": scheme,
-            "seed": seed,
-            "initial_loss": float(np.mean(losses[:10])),
-            "final_loss": float(np.mean(losses[-10:])),
-            "loss_curve": [float(np.mean(losses[i:i + every])) for i in range(0, len(losses), every)],
-            "loss_curve_every": every,
-            "eval": {str(length): value for length, value in scores.items()},
-            "seconds": time.perf_counter() - began,
-        })
+        runs.append(
+            {
+                "task": task,
+                "scheme": scheme,
+                "seed": seed,
+                "initial_loss": float(np.mean(losses[:10])),
+                "final_loss": float(np.mean(losses[-10:])),
+                "loss_curve": [float(np.mean(losses[i : i + every])) for i in range(0, len(losses), every)],
+                "loss_curve_every": every,
+                "eval": {str(length): value for length, value in scores.items()},
+                "seconds": time.perf_counter() - began,
+            }
+        )
     bar.close()
     return {
         "schema_version": SCHEMA_VERSION,
@@ -340,8 +379,10 @@ SAVED_MODELS = (("pattern", "alibi"), ("pattern", "rope"))
 
 def save_models(models: dict, config: ExperimentConfig, path) -> None:
     """Save trained models ``{(task, scheme): model}`` in float16, with the config to rebuild them."""
-    states = {f"{task}/{scheme}": {k: v.detach().cpu().half() for k, v in model.state_dict().items()}
-              for (task, scheme), model in models.items()}
+    states = {
+        f"{task}/{scheme}": {k: v.detach().cpu().half() for k, v in model.state_dict().items()}
+        for (task, scheme), model in models.items()
+    }
     torch.save({"config": config.to_dict(), "states": states}, path)
 
 
@@ -364,13 +405,20 @@ def load_models(path=CACHED_MODELS, *, device=None) -> tuple[dict, ExperimentCon
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m helpers.experiment", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="data/extrapolation.json", help="where to write the results (JSON)")
-    parser.add_argument("--models", default=None,
-                        help="where to save the first seed's ALiBi and RoPE models of the pattern task "
-                             "(default: extrapolation_models.pt beside --out)")
+    parser.add_argument(
+        "--models",
+        default=None,
+        help="where to save the first seed's ALiBi and RoPE models of the pattern task "
+        "(default: extrapolation_models.pt beside --out)",
+    )
     parser.add_argument("--quick", action="store_true", help="fewer steps and seeds (about a minute on a CPU)")
     parser.add_argument("--device", default=None, help="torch device (default: helpers.default_device())")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch CPU threads (default 1: the matrices are tiny, more threads mostly wait)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads (default 1: the matrices are tiny, more threads mostly wait)",
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     config = ExperimentConfig(**QUICK) if args.quick else ExperimentConfig()
@@ -384,7 +432,9 @@ def main(argv=None) -> int:
         handle.write("\n")
     models_path = args.models or os.path.join(out_dir, "extrapolation_models.pt")
     save_models({key: kept[key] for key in SAVED_MODELS if key in kept}, config, models_path)
-    print(f"wrote {args.out} and {models_path} in {results['wall_seconds']:.0f} s on {results['environment']['device']}")
+    print(
+        f"wrote {args.out} and {models_path} in {results['wall_seconds']:.0f} s on {results['environment']['device']}"
+    )
     return 0
 
 

@@ -115,7 +115,9 @@ def toeplitz_projection(matrix) -> torch.Tensor:
     rows = torch.arange(t, device=matrix.device)
     offset = rows[:, None] - rows[None, :] + (t - 1)  # (T, T): m - n shifted to 0 .. 2T-2
     sums = torch.zeros(2 * t - 1, dtype=matrix.dtype, device=matrix.device).index_add_(
-        0, offset.reshape(-1), matrix.reshape(-1)  # (T*T,)
+        0,
+        offset.reshape(-1),
+        matrix.reshape(-1),  # (T*T,)
     )  # (2T-1,)
     counts = torch.bincount(offset.reshape(-1), minlength=2 * t - 1).to(matrix.dtype)  # (2T-1,)
     return (sums / counts)[offset]  # (T, T)
@@ -177,6 +179,8 @@ def rotation_commuting_matrix(scales, angles) -> torch.Tensor:
     scales = _check_angles("scales", scales)
     angles = _check_angles("angles", angles)
     if scales.shape != angles.shape:
-        raise ValueError(f"scales and angles must have the same shape (d/2,), got {tuple(scales.shape)} and {tuple(angles.shape)}")
+        raise ValueError(
+            f"scales and angles must have the same shape (d/2,), got {tuple(scales.shape)} and {tuple(angles.shape)}"
+        )
     rotation = block_rotation(angles.to(device=scales.device, dtype=scales.dtype))  # (d, d)
     return rotation * scales.repeat_interleave(2)[None, :]  # (d, d): column j scaled by its block's scale

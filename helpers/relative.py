@@ -68,14 +68,16 @@ def _check_bucket_args(bidirectional, num_buckets, max_distance) -> tuple[bool, 
     return bidirectional, num_buckets, max_distance
 
 
-def relative_position_bucket(relative_position, bidirectional: bool = True, num_buckets: int = 32,
-                             max_distance: int = 128) -> torch.Tensor:
+def relative_position_bucket(
+    relative_position, bidirectional: bool = True, num_buckets: int = 32, max_distance: int = 128
+) -> torch.Tensor:
     """T5's bucket of each relative position ``j - i``, an int64 tensor of the same shape.
 
     Bidirectional (encoder): half of the buckets for keys at or before the query, half (offset by
     ``num_buckets // 2``) for keys after it. Unidirectional (decoder): keys after the query share
     bucket 0 with distance 0 (the causal mask removes them anyway). Within the ``nb`` buckets of one
-    side (``nb = num_buckets // 2`` bidirectional, ``nb = num_buckets`` unidirectional), distances ``0 .. nb/2 - 1`` get a bucket each; larger distances ``n`` get
+    side (``nb = num_buckets // 2`` bidirectional, ``nb = num_buckets`` unidirectional), distances
+    ``0 .. nb/2 - 1`` get a bucket each; larger distances ``n`` get
     ``nb/2 + floor(log(n / (nb/2)) / log(max_distance / (nb/2)) * nb/2)``, capped at ``nb - 1``.
     The formula would reach ``nb`` (one past the last bucket) at ``n = max_distance``, so the last
     bucket begins well *before* ``max_distance``: where the value reaches ``nb - 1``, at
@@ -131,7 +133,8 @@ class T5RelativeBias(nn.Module):
         super().__init__()
         self.n_heads = check_int("n_heads", n_heads, minimum=1)
         self.bidirectional, self.num_buckets, self.max_distance = _check_bucket_args(
-            bidirectional, num_buckets, max_distance)
+            bidirectional, num_buckets, max_distance
+        )
         self.embedding = nn.Embedding(self.num_buckets, self.n_heads)  # (num_buckets, H)
 
     def forward(self, n_queries: int, n_keys: int | None = None) -> torch.Tensor:
@@ -141,8 +144,10 @@ class T5RelativeBias(nn.Module):
         return self.embedding(buckets).permute(2, 0, 1)  # (Tq, Tk, H) -> (H, Tq, Tk)
 
     def extra_repr(self) -> str:
-        return (f"n_heads={self.n_heads}, bidirectional={self.bidirectional}, num_buckets={self.num_buckets}, "
-                f"max_distance={self.max_distance}")
+        return (
+            f"n_heads={self.n_heads}, bidirectional={self.bidirectional}, num_buckets={self.num_buckets}, "
+            f"max_distance={self.max_distance}"
+        )
 
 
 class ShawRelativeBias(nn.Module):

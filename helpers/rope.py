@@ -54,10 +54,17 @@ import numbers
 
 import torch
 
-from ._angles import sin_cos_table
 from . import device as _device
-from ._checks import (as_positions, check_base, check_dtype, check_even_dim, check_float_tensor, check_int,
-                      check_positive)
+from ._angles import sin_cos_table
+from ._checks import (
+    as_positions,
+    check_base,
+    check_dtype,
+    check_even_dim,
+    check_float_tensor,
+    check_int,
+    check_positive,
+)
 from .sinusoidal import frequencies
 
 __all__ = ["rope_frequencies", "rope_cos_sin", "apply_rope", "yarn_correction_range", "LAYOUTS", "SCALING_TYPES"]
@@ -96,8 +103,9 @@ def _scaling_options(scaling) -> tuple[str, dict]:
         raise ValueError(f"scaling of type {kind!r} needs the keys {sorted(required)}; missing {missing}")
     unknown = sorted(set(options) - required - set(optional))
     if unknown:
-        raise ValueError(f"scaling of type {kind!r} takes the keys {sorted(required | set(optional))}; "
-                         f"unknown {unknown}")
+        raise ValueError(
+            f"scaling of type {kind!r} takes the keys {sorted(required | set(optional))}; unknown {unknown}"
+        )
     options = {**optional, **options}
     options["factor"] = check_positive("scaling['factor']", options["factor"])
     if "original_max_len" in options:
@@ -108,16 +116,21 @@ def _scaling_options(scaling) -> tuple[str, dict]:
     if options.get("seq_len") is not None:
         options["seq_len"] = check_int("scaling['seq_len']", options["seq_len"], minimum=1)
     if kind == "yarn" and options["beta_fast"] <= options["beta_slow"]:
-        raise ValueError(f"scaling['beta_fast'] must be > scaling['beta_slow'], got {options['beta_fast']} "
-                         f"and {options['beta_slow']}")
+        raise ValueError(
+            f"scaling['beta_fast'] must be > scaling['beta_slow'], got {options['beta_fast']} "
+            f"and {options['beta_slow']}"
+        )
     if kind == "llama3" and options["high_freq_factor"] <= options["low_freq_factor"]:
-        raise ValueError(f"scaling['high_freq_factor'] must be > scaling['low_freq_factor'], got "
-                         f"{options['high_freq_factor']} and {options['low_freq_factor']}")
+        raise ValueError(
+            f"scaling['high_freq_factor'] must be > scaling['low_freq_factor'], got "
+            f"{options['high_freq_factor']} and {options['low_freq_factor']}"
+        )
     return kind, options
 
 
-def yarn_correction_range(d: int, base: float, original_max_len: int, beta_fast: float = 32.0,
-                          beta_slow: float = 1.0) -> tuple[int, int]:
+def yarn_correction_range(
+    d: int, base: float, original_max_len: int, beta_fast: float = 32.0, beta_slow: float = 1.0
+) -> tuple[int, int]:
     """YaRN's pair-index range ``(low, high)``: pairs below ``low`` turn more than ``beta_fast``
     times in ``original_max_len`` tokens, pairs above ``high`` fewer than ``beta_slow`` times.
 
@@ -125,6 +138,7 @@ def yarn_correction_range(d: int, base: float, original_max_len: int, beta_fast:
     ``i(r) = d ln(L / (2π r)) / (2 ln b)``. The range is ``(floor(i(beta_fast)), ceil(i(beta_slow)))``
     clipped to ``[0, d-1]`` as in Hugging Face (d = 128, b = 10000, L = 2048 gives (16, 41)).
     """
+
     def pair_index(turns: float) -> float:
         return d * math.log(original_max_len / (turns * 2.0 * math.pi)) / (2.0 * math.log(base))
 
@@ -267,27 +281,40 @@ def _check_tables(x, cos, sin, positions, rotary_dim):
     if isinstance(positions, numbers.Integral) and not isinstance(positions, bool):
         start = check_int("positions", positions, minimum=0)
         if cos.shape[0] < start + t:
-            raise ValueError(f"cos and sin have {cos.shape[0]} rows but x needs rows {start} .. {start + t - 1} "
-                             f"(T = {t}, positions = {start}); build longer tables")
-        return r, cos[start:start + t], sin[start:start + t]  # (T, r/2) views, no copy
-    if not isinstance(positions, torch.Tensor) or positions.dim() != 1 or positions.is_floating_point() \
-            or positions.dtype == torch.bool:
-        raise TypeError(f"positions must be None, an int offset or a 1-D integer tensor of T = {t} row indices, "
-                        f"got {positions!r}")
+            raise ValueError(
+                f"cos and sin have {cos.shape[0]} rows but x needs rows {start} .. {start + t - 1} "
+                f"(T = {t}, positions = {start}); build longer tables"
+            )
+        return r, cos[start : start + t], sin[start : start + t]  # (T, r/2) views, no copy
+    if (
+        not isinstance(positions, torch.Tensor)
+        or positions.dim() != 1
+        or positions.is_floating_point()
+        or positions.dtype == torch.bool
+    ):
+        raise TypeError(
+            f"positions must be None, an int offset or a 1-D integer tensor of T = {t} row indices, got {positions!r}"
+        )
     if positions.shape[0] != t:
         raise ValueError(f"positions must hold one row index per position of x (T = {t}), got {positions.shape[0]}")
     if t and (int(positions.min()) < 0 or int(positions.max()) >= cos.shape[0]):
-        raise ValueError(f"positions must lie in 0 .. {cos.shape[0] - 1} (the rows of the tables), got "
-                         f"{int(positions.min())} .. {int(positions.max())}")
+        raise ValueError(
+            f"positions must lie in 0 .. {cos.shape[0] - 1} (the rows of the tables), got "
+            f"{int(positions.min())} .. {int(positions.max())}"
+        )
     positions = positions.to(cos.device)
     return r, cos[positions], sin[positions]  # (T, r/2)
 
 
 def _complex_ok(x: torch.Tensor, compute: torch.dtype) -> bool:
     """Whether ``x``'s pairs can be read as complex numbers in place (interleaved layout)."""
-    return (compute in (torch.float32, torch.float64) and x.dtype in (torch.float32, torch.float64)
-            and x.stride(-1) == 1 and x.storage_offset() % 2 == 0
-            and all(stride % 2 == 0 for size, stride in zip(x.shape[:-1], x.stride()[:-1]) if size > 1))
+    return (
+        compute in (torch.float32, torch.float64)
+        and x.dtype in (torch.float32, torch.float64)
+        and x.stride(-1) == 1
+        and x.storage_offset() % 2 == 0
+        and all(stride % 2 == 0 for size, stride in zip(x.shape[:-1], x.stride()[:-1], strict=True) if size > 1)
+    )
 
 
 def _interleaved_path(x_rot: torch.Tensor, compute: torch.dtype) -> str:
@@ -322,8 +349,8 @@ def apply_rope(x, cos, sin, *, layout: str = "interleaved", positions=None, rota
     written straight into the result (bfloat16/float16 on the CPU go through float32 complex
     numbers); otherwise the result is formed in place with one multiplication and two fused
     multiply-adds (``addcmul_``), about half the memory traffic of the textbook
-    ``x * cos + rotate_half(x) * sin`` (``benchmarks/bench_rope.py`` measures both). Under autograd a plain differentiable
-    formula is used instead (``out=`` arguments do not record gradients).
+    ``x * cos + rotate_half(x) * sin`` (``benchmarks/bench_rope.py`` measures both). Under autograd
+    a plain differentiable formula is used instead (``out=`` arguments do not record gradients).
     """
     x = check_float_tensor("x", x)
     cos = check_float_tensor("cos", cos)

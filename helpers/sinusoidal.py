@@ -86,8 +86,9 @@ def shift_matrix(k, d: int, base: float = 10000.0, *, device=None, dtype: torch.
     d = check_even_dim("d", d)
     base = check_base("base", base)
     dtype = check_dtype("dtype", dtype)
-    sin, cos = sin_cos_table(torch.tensor([k], dtype=torch.float64), frequencies(d, base), device=device or "cpu",
-                             dtype=dtype)  # (1, d/2) each
+    sin, cos = sin_cos_table(
+        torch.tensor([k], dtype=torch.float64), frequencies(d, base), device=device or "cpu", dtype=dtype
+    )  # (1, d/2) each
     sin, cos = sin[0], cos[0]  # (d/2,)
     even = torch.arange(0, d, 2, device=sin.device)  # (d/2,): the sin slot of each pair
     matrix = torch.zeros((d, d), dtype=dtype, device=sin.device)
@@ -167,8 +168,9 @@ def nearest_collision(theta, max_shift: int, *, tol: float = 1e-9) -> tuple[int,
     """
     max_shift = check_int("max_shift", max_shift, minimum=1)
     if isinstance(tol, bool) or not isinstance(tol, numbers.Real):
-        raise TypeError(f"tol must be a real number >= 0 (a tolerance on the gap), got {tol!r} of type "
-                        f"{type(tol).__name__}")
+        raise TypeError(
+            f"tol must be a real number >= 0 (a tolerance on the gap), got {tol!r} of type {type(tol).__name__}"
+        )
     tol = float(tol)
     if not tol >= 0.0 or tol == float("inf"):
         raise ValueError(f"tol must be a finite number >= 0 (a tolerance on the gap), got {tol}")

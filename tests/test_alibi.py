@@ -170,6 +170,7 @@ def test_bad_input_names_the_argument(call, error, words):
 
 # Drawings: update them and read the artists back.
 
+
 def test_alibi_heads_drawing_follows_head_and_content():
     drawing = helpers.plots.alibi_heads(n_heads=8, head=0)
     drawing.update(head=3)
@@ -220,8 +221,9 @@ def test_bias_on_the_gpu_equals_the_cpu_bias(device):
         assert torch.equal(gpu.cpu(), helpers.alibi_bias(12, 5, 9, causal=causal))
     q, k, v = (torch.randn(12, 9, 8, device=device, dtype=torch.float64) for _ in range(3))
     _, w_a = helpers.attention(q, k, v, bias=helpers.alibi_bias(12, 9, device=device, dtype=torch.float64), causal=True)
-    _, w_b = helpers.attention(q, k, v, bias=helpers.alibi_key_bias(12, 9, device=device, dtype=torch.float64),
-                               causal=True)
+    _, w_b = helpers.attention(
+        q, k, v, bias=helpers.alibi_key_bias(12, 9, device=device, dtype=torch.float64), causal=True
+    )
     assert torch.allclose(w_a, w_b, atol=1e-12)
 
 

@@ -13,7 +13,7 @@ import helpers
 
 def _within_last_digit(computed, printed, decimals):
     """True where the computed value, rounded, equals the printed one, or is one unit of the last digit away."""
-    unit = 10.0 ** -decimals
+    unit = 10.0**-decimals
     return np.abs(np.round(computed, decimals) - np.asarray(printed)) <= unit * 1.0001
 
 
@@ -61,7 +61,7 @@ def test_d8_frequencies_and_periods(article):
     theta = helpers.frequencies(ref["d"], ref["base"])
     np.testing.assert_allclose(theta.numpy(), ref["theta"], rtol=1e-12)
     periods = (2 * math.pi / theta).numpy()
-    for period, printed in zip(periods, ref["periods_approx"]):
+    for period, printed in zip(periods, ref["periods_approx"], strict=True):
         digits = len(str(printed).replace(".", "").lstrip("0"))
         assert float(f"{period:.{digits}g}") == printed
 

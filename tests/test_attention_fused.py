@@ -13,10 +13,10 @@ import math
 
 import pytest
 import torch
+from _support import device_params
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import helpers
-from _support import device_params
 
 attention_module = importlib.import_module("helpers.attention")  # the module; helpers.attention is the function
 
@@ -63,8 +63,9 @@ def test_fused_equals_eager_equals_slow_loop(use_bias, causal, use_alibi, length
     bias = torch.randn(3, tq, tk, generator=gen, dtype=torch.float64) if use_bias else None  # (H, Tq, Tk)
     slopes = helpers.alibi_slopes(3) if use_alibi else None
     eager, weights = helpers.attention(q, k, v, bias=bias, causal=causal, alibi_slopes=slopes)
-    fused, none = helpers.attention(q, k, v, bias=bias, causal=causal, alibi_slopes=slopes, need_weights=False,
-                                    flex=False)
+    fused, none = helpers.attention(
+        q, k, v, bias=bias, causal=causal, alibi_slopes=slopes, need_weights=False, flex=False
+    )
     reference = slow_attention(q, k, v, bias=bias, causal=causal, slopes=slopes)
     assert none is None and weights.shape == (2, 3, tq, tk)
     torch.testing.assert_close(eager, reference, rtol=1e-10, atol=1e-10)
@@ -93,10 +94,17 @@ def test_fused_equals_eager_for_leading_dims(device, causal, q_lead, kv_lead):
 def test_alibi_slopes_equal_the_alibi_bias_tensor(need_weights):
     q, k, v = _qkv(4, 10, lead=(2, 8))
     for causal in (True, False):
-        via_slopes, _ = helpers.attention(q, k, v, causal=causal, alibi_slopes=helpers.alibi_slopes(8),
-                                          need_weights=need_weights, flex=False)
-        via_bias, _ = helpers.attention(q, k, v, causal=causal, need_weights=need_weights,
-                                        bias=helpers.alibi_bias(8, 4, 10, causal=causal, dtype=torch.float64))
+        via_slopes, _ = helpers.attention(
+            q, k, v, causal=causal, alibi_slopes=helpers.alibi_slopes(8), need_weights=need_weights, flex=False
+        )
+        via_bias, _ = helpers.attention(
+            q,
+            k,
+            v,
+            causal=causal,
+            need_weights=need_weights,
+            bias=helpers.alibi_bias(8, 4, 10, causal=causal, dtype=torch.float64),
+        )
         torch.testing.assert_close(via_slopes, via_bias, rtol=1e-12, atol=1e-12)
 
 
@@ -107,8 +115,9 @@ def test_decoding_rows_equal_the_last_rows_of_full_attention(use_alibi, need_wei
     slopes = helpers.alibi_slopes(4) if use_alibi else None
     full, _ = helpers.attention(q, k, v, causal=True, alibi_slopes=slopes, need_weights=need_weights, flex=False)
     for n in (1, 3):
-        step, _ = helpers.attention(q[..., -n:, :], k, v, causal=True, alibi_slopes=slopes,
-                                    need_weights=need_weights, flex=False)
+        step, _ = helpers.attention(
+            q[..., -n:, :], k, v, causal=True, alibi_slopes=slopes, need_weights=need_weights, flex=False
+        )
         torch.testing.assert_close(step, full[..., -n:, :], rtol=1e-12, atol=1e-12)
 
 
@@ -132,7 +141,7 @@ def test_gradients_of_fused_equal_eager():
         out, _ = helpers.attention(*leaves, bias=bias, causal=True, need_weights=need_weights)
         (out * torch.linspace(-1, 1, out.numel(), dtype=torch.float64).reshape(out.shape)).sum().backward()
         grads.append([t.grad for t in leaves])
-    for a, b in zip(*grads):
+    for a, b in zip(*grads, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
 
 

@@ -15,7 +15,9 @@ from helpers.plots import binary_counter, clock_hands, many_clocks, one_clock, p
 def test_one_clock_hand_curves_and_collision_follow_theta_and_m():
     drawing = one_clock(theta=math.pi / 4, m=3)
     hand = drawing.artists["hand"]
-    np.testing.assert_allclose(np.asarray(hand.get_data())[:, 1], [math.cos(3 * math.pi / 4), math.sin(3 * math.pi / 4)])
+    np.testing.assert_allclose(
+        np.asarray(hand.get_data())[:, 1], [math.cos(3 * math.pi / 4), math.sin(3 * math.pi / 4)]
+    )
     assert drawing.artists["collision"]["k"] == 8  # period 8 tokens
     drawing.update(theta=2 * math.pi / 10, m=7)
     x, y = (np.asarray(v)[1] for v in hand.get_data())
@@ -106,7 +108,7 @@ def test_many_clocks_heat_map_periods_and_distance_follow_base_and_d():
     drawing = many_clocks(base=10000.0, d=8, n_positions=64, max_shift=200)
     np.testing.assert_allclose(drawing.artists["image"].get_array(), helpers.sinusoidal_pe(64, 8).numpy(), atol=1e-6)
     periods = drawing.artists["periods"].get_offsets()[:, 1]
-    np.testing.assert_allclose(periods, [2 * math.pi * 10 ** k for k in range(4)], rtol=1e-12)
+    np.testing.assert_allclose(periods, [2 * math.pi * 10**k for k in range(4)], rtol=1e-12)
     # d = 8: both fast hands return together at 63 tokens, closer than neighbours.
     assert drawing.artists["found"]["shift"] == 63
     drawing.update(base=100.0, d=16)
@@ -177,7 +179,7 @@ def test_binary_counter_clocks_peak_in_the_middle_of_each_on_run():
         x, y = line.get_xdata(), line.get_ydata()
         first_period = x <= 2 ** (j + 1) - 0.5  # one "off" run, then one "on" run: 2^j .. 2^(j+1) - 1
         peak = x[first_period][np.argmax(y[first_period])]
-        assert peak == pytest.approx(1.5 * 2 ** j - 0.5, abs=0.06)  # the middle of the run, on the fine grid
+        assert peak == pytest.approx(1.5 * 2**j - 0.5, abs=0.06)  # the middle of the run, on the fine grid
     x, y = clocks[0].get_xdata(), clocks[0].get_ydata()
     on_integers = np.isclose(x, np.round(x), atol=1e-9)
     np.testing.assert_allclose(y[on_integers], np.round(x[on_integers]) % 2, atol=1e-12)  # bit 0 exactly
@@ -189,5 +191,6 @@ def test_many_clocks_title_gives_the_gap_on_the_axis_scale():
     _, dot = np.asarray(drawing.artists["closest"].get_data())[:, 0]
     assert dot == pytest.approx(found["distance"] / math.sqrt(32))
     assert f"gap / norm {dot:.3f}" in drawing.fig.axes[-1].get_title() or any(
-        f"gap / norm {dot:.3f}" in ax.get_title() for ax in drawing.fig.axes)
+        f"gap / norm {dot:.3f}" in ax.get_title() for ax in drawing.fig.axes
+    )
     assert f"gap {found['distance']:.3f}" not in " ".join(ax.get_title() for ax in drawing.fig.axes)

@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 import torch
+from _support import device_params
 from scipy.integrate import quad
 
 import helpers
-from _support import device_params
 
 
 def slow_pe(positions, d, base=10000.0):

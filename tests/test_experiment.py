@@ -44,12 +44,15 @@ def test_lag_batch_copies_from_lag_places_back(lag, extra, seed):
 def test_pattern_batch_repeats_a_block_of_distinct_tokens(min_period, spread, seed):
     max_period = min_period + spread
     length = 3 * max_period + 1
-    inputs, targets, mask = ex.pattern_batch(4, length, vocab=12, min_period=min_period, max_period=max_period,
-                                             generator=torch.Generator().manual_seed(seed))
+    inputs, targets, mask = ex.pattern_batch(
+        4, length, vocab=12, min_period=min_period, max_period=max_period, generator=torch.Generator().manual_seed(seed)
+    )
     for b in range(4):
         sequence = inputs[b].tolist() + [int(targets[b, -1])]
         assert targets[b, :-1].tolist() == sequence[1:-1]  # targets are the next tokens
-        period = next(n for n in range(1, length + 1) if all(sequence[t] == sequence[t % n] for t in range(len(sequence))))
+        period = next(
+            n for n in range(1, length + 1) if all(sequence[t] == sequence[t % n] for t in range(len(sequence)))
+        )
         assert min_period <= period <= max_period
         assert len(set(sequence[:period])) == period  # the block's tokens are distinct
         for t in range(length):
@@ -170,8 +173,16 @@ def check_schema(results, *, min_seeds=1):
     assert results["eval_lengths"][0] == config.train_length and config.max_len == max(results["eval_lengths"])
     assert {"python", "torch", "numpy", "device", "platform", "torch_threads"} <= set(results["environment"])
     assert results["wall_seconds"] > 0
-    keys = {"loss_mean", "loss_std", "loss_min", "loss_max", "accuracy_mean", "accuracy_std", "accuracy_min",
-            "accuracy_max"}
+    keys = {
+        "loss_mean",
+        "loss_std",
+        "loss_min",
+        "loss_max",
+        "accuracy_mean",
+        "accuracy_std",
+        "accuracy_min",
+        "accuracy_max",
+    }
     for task in config.tasks:
         for scheme in config.schemes:
             runs = [r for r in results["runs"] if r["task"] == task and r["scheme"] == scheme]
@@ -201,7 +212,9 @@ def test_saved_models_come_back(tiny_results, tmp_path):
     ex.save_models(chosen, config, tmp_path / "models.pt")
     models, loaded = ex.load_models(tmp_path / "models.pt")
     assert loaded == config and set(models) == set(chosen)
-    tokens, _, _ = ex.task_batch("pattern", config, 2, config.train_length * 2, generator=torch.Generator().manual_seed(0))
+    tokens, _, _ = ex.task_batch(
+        "pattern", config, 2, config.train_length * 2, generator=torch.Generator().manual_seed(0)
+    )
     with torch.no_grad():
         for key, model in models.items():
             torch.testing.assert_close(model(tokens), chosen[key](tokens), rtol=0.05, atol=0.05)  # float16 storage
@@ -247,10 +260,18 @@ def test_panorama_draws_the_summary_and_its_spread(tiny_results):
 def test_attention_maps_follow_the_length(tiny_results):
     results, kept = tiny_results
     config = ex.ExperimentConfig.from_dict(results["config"])
-    tokens, _, _ = ex.task_batch("pattern", config, 1, 4 * config.train_length, generator=torch.Generator().manual_seed(0))
+    tokens, _, _ = ex.task_batch(
+        "pattern", config, 1, 4 * config.train_length, generator=torch.Generator().manual_seed(0)
+    )
     models = {scheme: kept[("pattern", scheme)] for scheme in ("alibi", "rope")}
-    drawing = helpers.plots.attention_maps(models, tokens[0], {"alibi": (1, 0), "rope": (1, 1)},
-                                           length=config.train_length, train_length=config.train_length, window=8)
+    drawing = helpers.plots.attention_maps(
+        models,
+        tokens[0],
+        {"alibi": (1, 0), "rope": (1, 1)},
+        length=config.train_length,
+        train_length=config.train_length,
+        window=8,
+    )
     image = drawing.artists["images"]["rope"]
     assert image.get_array().shape == (8, config.train_length)
     drawing.update(length=3 * config.train_length)

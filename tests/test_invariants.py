@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
@@ -70,8 +69,13 @@ def test_attention_without_positions_is_permutation_equivariant(t, d, seed):
     torch.testing.assert_close(attn(P @ x), P @ attn(x), atol=1e-10, rtol=1e-10)
 
 
-@given(d=widths, base=st.floats(2.0, 1e6), layout=st.sampled_from(helpers.LAYOUTS), seed=st.integers(0, 2**31 - 1),
-       shift=st.integers(-100_000, 100_000))
+@given(
+    d=widths,
+    base=st.floats(2.0, 1e6),
+    layout=st.sampled_from(helpers.LAYOUTS),
+    seed=st.integers(0, 2**31 - 1),
+    shift=st.integers(-100_000, 100_000),
+)
 def test_rope_scores_depend_only_on_distance(d, base, layout, seed, shift):
     g = torch.Generator().manual_seed(seed)
     q = torch.randn(5, d, generator=g, dtype=torch.float64)
@@ -95,8 +99,15 @@ def test_four_score_terms_sum_to_the_score(t, d_model, d_k, seed):
     torch.testing.assert_close(sum(terms.values()), full, atol=1e-9, rtol=1e-9)
 
 
-@given(tq=st.integers(1, 9), extra=st.integers(0, 6), d=st.integers(1, 8), heads=st.integers(1, 3),
-       causal=st.booleans(), use_bias=st.booleans(), seed=st.integers(0, 2**31 - 1))
+@given(
+    tq=st.integers(1, 9),
+    extra=st.integers(0, 6),
+    d=st.integers(1, 8),
+    heads=st.integers(1, 3),
+    causal=st.booleans(),
+    use_bias=st.booleans(),
+    seed=st.integers(0, 2**31 - 1),
+)
 def test_attention_matches_torch_sdpa(tq, extra, d, heads, causal, use_bias, seed):
     tk = tq + extra
     g = torch.Generator().manual_seed(seed)
@@ -129,7 +140,8 @@ def test_rope_layouts_agree_up_to_a_fixed_permutation(d, seed, t):
     torch.testing.assert_close(
         helpers.apply_rope(x, cos, sin, layout="interleaved")[:, perm],
         helpers.apply_rope(x[:, perm], cos, sin, layout="half"),
-        atol=1e-12, rtol=0,
+        atol=1e-12,
+        rtol=0,
     )
 
 
@@ -141,8 +153,9 @@ def test_half_layout_matches_the_hugging_face_llama_formula(d, seed, t):
     # transformers' LLaMA: emb = cat(freqs, freqs); x * cos + rotate_half(x) * sin.
     cos_full, sin_full = torch.cat((cos, cos), -1), torch.cat((sin, sin), -1)
     rotate_half = torch.cat((-x[..., d // 2 :], x[..., : d // 2]), dim=-1)
-    torch.testing.assert_close(helpers.apply_rope(x, cos, sin, layout="half"), x * cos_full + rotate_half * sin_full,
-                               atol=1e-12, rtol=0)
+    torch.testing.assert_close(
+        helpers.apply_rope(x, cos, sin, layout="half"), x * cos_full + rotate_half * sin_full, atol=1e-12, rtol=0
+    )
 
 
 @given(d=widths, base=bases)

@@ -64,7 +64,7 @@ def test_paired_clocks_totals_reproduce_the_six_token_table(article):
     table = article["six_token_scores"]
     distances = table["distances"][1:]  # 1 .. 5
     drawing = helpers.plots.paired_clocks(distances=distances, d=table["d"])
-    for delta, printed, total in zip(distances, table["scores"][1:], drawing.artists["totals"]):
+    for delta, printed, total in zip(distances, table["scores"][1:], drawing.artists["totals"], strict=True):
         exact = sum(math.cos(delta * 10000 ** (-2 * i / 8)) for i in range(4))
         assert f"p_m·p_n = {exact:+.3f}" in total.get_text()
         # rounded, within one unit of the printed last digit (3.15998 is printed 3.161: the article
@@ -75,7 +75,7 @@ def test_paired_clocks_totals_reproduce_the_six_token_table(article):
 def test_paired_clocks_negative_distance_uses_its_size():
     a = helpers.plots.paired_clocks(distances=(4,), d=8)
     b = helpers.plots.paired_clocks(distances=(-4,), d=8)
-    for la, lb in zip(a.artists["cmp_hands"][0], b.artists["cmp_hands"][0]):
+    for la, lb in zip(a.artists["cmp_hands"][0], b.artists["cmp_hands"][0], strict=True):
         np.testing.assert_allclose(la.get_xydata(), lb.get_xydata())
 
 
@@ -145,8 +145,11 @@ def test_kernel_explorer_slider_moves_the_marker_and_d_stays_even():
 
 
 def test_kernel_figures_label_the_offset_delta_as_m_minus_n():
-    drawings = [helpers.plots.kernel_curves(ds=(8,), max_delta=50), helpers.plots.kernel_and_clocks(d=8, max_delta=50),
-                helpers.plots.continuous_kernel_curve(max_delta=50_000)]
+    drawings = [
+        helpers.plots.kernel_curves(ds=(8,), max_delta=50),
+        helpers.plots.kernel_and_clocks(d=8, max_delta=50),
+        helpers.plots.continuous_kernel_curve(max_delta=50_000),
+    ]
     labels = [ax.get_xlabel() for drawing in drawings for ax in drawing.fig.axes if ax.get_xlabel()]
     assert len(labels) >= 4
     for label in labels:
@@ -186,7 +189,7 @@ def test_kernel_and_clocks_name_each_bar_by_its_hand_since_colours_repeat():
     names = [t for t in bars[0].axes.texts if t.get_text().startswith("i = ")]
     theta = helpers.frequencies(64).numpy()
     assert len(names) == 3
-    for name, bar, i in zip(sorted(names, key=lambda t: t.get_position()[0]), bars, default_hands(64)):
+    for name, bar, i in zip(sorted(names, key=lambda t: t.get_position()[0]), bars, default_hands(64), strict=True):
         assert name.get_text() == f"i = {i}, θ = {theta[i]:.3g}"
         assert name.get_color() == pytest.approx(pair_color(i))
         assert name.get_position()[0] == pytest.approx(bar.get_x() + bar.get_width() / 2)

@@ -46,8 +46,14 @@ def test_make_lab_serves_the_start_notebook(tmp_path):
     env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"))
     flags = f"--no-browser --ServerApp.ip=127.0.0.1 --ServerApp.port={port} --ServerApp.port_retries=0"
     with log.open("w") as out:
-        server = subprocess.Popen(["make", "--no-print-directory", "lab", f"LAB_FLAGS={flags}"], cwd=ROOT, env=env,
-                                  stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        server = subprocess.Popen(
+            ["make", "--no-print-directory", "lab", f"LAB_FLAGS={flags}"],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + 90
         found = None

@@ -48,7 +48,7 @@ def roundoff_problems(nb) -> list[str]:
                     where = f"cell {index}: {shown!r} in {line.strip()[:120]!r}"
                     if value == 0 and exponent:
                         problems.append(f"{where}: a vanishing residual; print a verdict against a tolerance")
-                    elif value != 0 and abs(value) < SMALLEST and not BOUND.search(line[:match.start()]):
+                    elif value != 0 and abs(value) < SMALLEST and not BOUND.search(line[: match.start()]):
                         problems.append(f"{where}: a round-off-sized number; print a verdict against a tolerance")
                     elif "." in mantissa and len(digits) > MAX_DIGITS:
                         problems.append(f"{where}: {len(digits)} significant digits; round to what every CPU agrees on")
@@ -99,8 +99,11 @@ def test_widget_metadata_is_absent_or_valid(path):
     assert "version_major" in state and "version_minor" in state
 
 
-@pytest.mark.parametrize("path", [nb for nb in NOTEBOOKS if not nb.name.startswith("00_")],
-                         ids=[nb.name for nb in NOTEBOOKS if not nb.name.startswith("00_")])
+@pytest.mark.parametrize(
+    "path",
+    [nb for nb in NOTEBOOKS if not nb.name.startswith("00_")],
+    ids=[nb.name for nb in NOTEBOOKS if not nb.name.startswith("00_")],
+)
 def test_every_lesson_saves_a_picture(path):
     nb = nbformat.read(path, as_version=4)
     pictures = [o for c in code_cells(nb) for o in c.outputs if "image/png" in o.get("data", {})]
@@ -124,8 +127,10 @@ def ignore_problems(nb) -> list[str]:
             continue
         mark = IGNORE_MARK.match(cell.source.splitlines()[0])
         if not mark or mark.group(1) not in IGNORE_REASONS:
-            problems.append(f"code cell {index}: the first line must be '# NBVAL_IGNORE_OUTPUT: <reason>' with a reason "
-                            f"from {sorted(IGNORE_REASONS)}: {cell.source.splitlines()[0][:80]!r}")
+            problems.append(
+                f"code cell {index}: the first line must be '# NBVAL_IGNORE_OUTPUT: <reason>' with a reason "
+                f"from {sorted(IGNORE_REASONS)}: {cell.source.splitlines()[0][:80]!r}"
+            )
         elif not IGNORE_REASONS[mark.group(1)].search(cell.source):
             problems.append(f"code cell {index}: says {mark.group(1)!r} but does not do what that reason needs")
     return problems
@@ -139,12 +144,15 @@ def test_ignored_outputs_are_few_and_justified(path):
     assert len([c for c in code_cells(nb) if "NBVAL_IGNORE_OUTPUT" in c.source]) <= 4
 
 
-@pytest.mark.parametrize("source", [
-    "# NBVAL_IGNORE_OUTPUT\nhelpers.widgets.alibi_explorer()",
-    "# NBVAL_IGNORE_OUTPUT: a live widget\nprint(kappa)",
-    "# NBVAL_IGNORE_OUTPUT: the timing matters\nstart = time.perf_counter()",
-    "x = 1  # NBVAL_IGNORE_OUTPUT: a timing\nprint(x)",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "# NBVAL_IGNORE_OUTPUT\nhelpers.widgets.alibi_explorer()",
+        "# NBVAL_IGNORE_OUTPUT: a live widget\nprint(kappa)",
+        "# NBVAL_IGNORE_OUTPUT: the timing matters\nstart = time.perf_counter()",
+        "x = 1  # NBVAL_IGNORE_OUTPUT: a timing\nprint(x)",
+    ],
+)
 def test_an_unjustified_ignore_is_caught(source):
     nb = nbformat.v4.new_notebook()
     nb.cells.append(nbformat.v4.new_code_cell(source))
@@ -178,26 +186,32 @@ def _notebook_printing(*lines: str, source: str = "print(x)"):
     return nb
 
 
-@pytest.mark.parametrize("line", [
-    "spread along the diagonals: 3.6e-16",
-    "special 0.0e+00   general 4.11",
-    "largest difference: -1.1E-16",
-    "p_0 · p_5 = 23.503971",
-    "kernel +0.97396277",
-    "sqrt(d/2) = 5.656854249492381",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "spread along the diagonals: 3.6e-16",
+        "special 0.0e+00   general 4.11",
+        "largest difference: -1.1E-16",
+        "p_0 · p_5 = 23.503971",
+        "kernel +0.97396277",
+        "sqrt(d/2) = 5.656854249492381",
+    ],
+)
 def test_the_roundoff_check_catches_a_broken_notebook(line):
     assert roundoff_problems(_notebook_printing(line)), f"not flagged: {line}"
 
 
-@pytest.mark.parametrize("line", [
-    "spread along the diagonals below 1e-12: True",
-    "largest change is below 1e-11: True",
-    "error < 1e-15: True",
-    "float32 angles: 3 of 8 entries wrong; exact 0 elsewhere: 0",
-    "41,829.37 tokens, ratio 1.333521, 1000000 positions, float32",
-    "mean -0.002, slope 2^-8 = 0.00390625",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "spread along the diagonals below 1e-12: True",
+        "largest change is below 1e-11: True",
+        "error < 1e-15: True",
+        "float32 angles: 3 of 8 entries wrong; exact 0 elsewhere: 0",
+        "41,829.37 tokens, ratio 1.333521, 1000000 positions, float32",
+        "mean -0.002, slope 2^-8 = 0.00390625",
+    ],
+)
 def test_the_roundoff_check_accepts_stable_output(line):
     assert not roundoff_problems(_notebook_printing(line)), roundoff_problems(_notebook_printing(line))
 

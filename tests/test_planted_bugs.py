@@ -21,50 +21,83 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 # (name, file, as it is, as the bug writes it, tests that must fail)
 PLANTED = [
-    ("sin and cos swapped in the sinusoidal table", "_angles.py",
-     "torch.sin(angle, out=table[..., 0])\n    torch.cos(angle, out=table[..., 1])",
-     "torch.cos(angle, out=table[..., 0])\n    torch.sin(angle, out=table[..., 1])",
-     "tests/test_core.py tests/test_precision.py"),
-    ("scores scaled by sqrt(dv) instead of sqrt(d)", "attention.py",
-     "scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])",
-     "scores = q @ k.transpose(-2, -1) / math.sqrt(v.shape[-1])",
-     "tests/test_attention_fused.py tests/test_core.py"),
-    ("causal mask aligned top-left", "attention.py",
-     "i = torch.arange(n_queries, device=device)[:, None] + (n_keys - n_queries)  # (Tq, 1)",
-     "i = torch.arange(n_queries, device=device)[:, None]  # (Tq, 1)",
-     "tests/test_attention_fused.py tests/test_core.py"),
-    ("ALiBi slopes for other head counts from the next power of two", "alibi.py",
-     "extra = alibi_slopes(2 * closest)[0::2][: n_heads - closest]",
-     "extra = alibi_slopes(2 * closest)[1::2][: n_heads - closest]",
-     "tests/test_alibi.py"),
-    ("T5: keys after the query in the lower half", "relative.py",
-     "offset = (relative_position > 0).long() * num_buckets",
-     "offset = (relative_position >= 0).long() * num_buckets",
-     "tests/test_relative.py"),
-    ("shift map turning the wrong way", "sinusoidal.py",
-     "matrix[even, even + 1] = sin\n    matrix[even + 1, even] = -sin",
-     "matrix[even, even + 1] = -sin\n    matrix[even + 1, even] = sin",
-     "tests/test_shift_matrix.py"),
-    ("dynamic NTK changes the base below the original length", "rope.py",
-     'length = max(opt["seq_len"] or opt["original_max_len"], opt["original_max_len"])',
-     'length = opt["seq_len"] or opt["original_max_len"]',
-     "tests/test_rope_settings.py"),
-    ("YaRN's upper correction index clipped to the last pair", "rope.py",
-     "return max(low, 0), min(high, d - 1)",
-     "return max(low, 0), min(high, d // 2 - 1)",
-     "tests/test_rope_settings.py"),
-    ("YaRN attention factor dropped", "rope.py",
-     "return theta * (1.0 - interpolate) + (theta / s) * interpolate, float(factor)",
-     "return theta * (1.0 - interpolate) + (theta / s) * interpolate, 1.0",
-     "tests/test_rope.py tests/test_rope_settings.py"),
-    ("short-dtype tables rounded twice through float32", "rope.py",
-     "return _round_from_float64(cos, dtype), _round_from_float64(sin, dtype)",
-     "return cos.to(dtype), sin.to(dtype)",
-     "tests/test_rope_settings.py"),
-    ("pair members swapped in the strided (CUDA) interleaved kernel", "rope.py",
-     "x1, x2, o1, o2 = x_p[..., 0], x_p[..., 1], out_p[..., 0], out_p[..., 1]",
-     "x1, x2, o1, o2 = x_p[..., 1], x_p[..., 0], out_p[..., 0], out_p[..., 1]",
-     "tests/test_rope_settings.py"),
+    (
+        "sin and cos swapped in the sinusoidal table",
+        "_angles.py",
+        "torch.sin(angle, out=table[..., 0])\n    torch.cos(angle, out=table[..., 1])",
+        "torch.cos(angle, out=table[..., 0])\n    torch.sin(angle, out=table[..., 1])",
+        "tests/test_core.py tests/test_precision.py",
+    ),
+    (
+        "scores scaled by sqrt(dv) instead of sqrt(d)",
+        "attention.py",
+        "scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])",
+        "scores = q @ k.transpose(-2, -1) / math.sqrt(v.shape[-1])",
+        "tests/test_attention_fused.py tests/test_core.py",
+    ),
+    (
+        "causal mask aligned top-left",
+        "attention.py",
+        "i = torch.arange(n_queries, device=device)[:, None] + (n_keys - n_queries)  # (Tq, 1)",
+        "i = torch.arange(n_queries, device=device)[:, None]  # (Tq, 1)",
+        "tests/test_attention_fused.py tests/test_core.py",
+    ),
+    (
+        "ALiBi slopes for other head counts from the next power of two",
+        "alibi.py",
+        "extra = alibi_slopes(2 * closest)[0::2][: n_heads - closest]",
+        "extra = alibi_slopes(2 * closest)[1::2][: n_heads - closest]",
+        "tests/test_alibi.py",
+    ),
+    (
+        "T5: keys after the query in the lower half",
+        "relative.py",
+        "offset = (relative_position > 0).long() * num_buckets",
+        "offset = (relative_position >= 0).long() * num_buckets",
+        "tests/test_relative.py",
+    ),
+    (
+        "shift map turning the wrong way",
+        "sinusoidal.py",
+        "matrix[even, even + 1] = sin\n    matrix[even + 1, even] = -sin",
+        "matrix[even, even + 1] = -sin\n    matrix[even + 1, even] = sin",
+        "tests/test_shift_matrix.py",
+    ),
+    (
+        "dynamic NTK changes the base below the original length",
+        "rope.py",
+        'length = max(opt["seq_len"] or opt["original_max_len"], opt["original_max_len"])',
+        'length = opt["seq_len"] or opt["original_max_len"]',
+        "tests/test_rope_settings.py",
+    ),
+    (
+        "YaRN's upper correction index clipped to the last pair",
+        "rope.py",
+        "return max(low, 0), min(high, d - 1)",
+        "return max(low, 0), min(high, d // 2 - 1)",
+        "tests/test_rope_settings.py",
+    ),
+    (
+        "YaRN attention factor dropped",
+        "rope.py",
+        "return theta * (1.0 - interpolate) + (theta / s) * interpolate, float(factor)",
+        "return theta * (1.0 - interpolate) + (theta / s) * interpolate, 1.0",
+        "tests/test_rope.py tests/test_rope_settings.py",
+    ),
+    (
+        "short-dtype tables rounded twice through float32",
+        "rope.py",
+        "return _round_from_float64(cos, dtype), _round_from_float64(sin, dtype)",
+        "return cos.to(dtype), sin.to(dtype)",
+        "tests/test_rope_settings.py",
+    ),
+    (
+        "pair members swapped in the strided (CUDA) interleaved kernel",
+        "rope.py",
+        "x1, x2, o1, o2 = x_p[..., 0], x_p[..., 1], out_p[..., 0], out_p[..., 1]",
+        "x1, x2, o1, o2 = x_p[..., 1], x_p[..., 0], out_p[..., 0], out_p[..., 1]",
+        "tests/test_rope_settings.py",
+    ),
 ]
 
 
@@ -75,8 +108,21 @@ def _run(tests: str, package: pathlib.Path) -> subprocess.CompletedProcess:
     directory first on the path, where the repository's own ``helpers`` would win.
     """
     env = dict(os.environ, PYTHONPATH=str(package), HELPERS_DEVICE="cpu")
-    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "not slow and not browser",
-               f"--rootdir={ROOT}", "-c", str(ROOT / "pyproject.toml"), *(str(ROOT / t) for t in tests.split())]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-x",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-m",
+        "not slow and not browser",
+        f"--rootdir={ROOT}",
+        "-c",
+        str(ROOT / "pyproject.toml"),
+        *(str(ROOT / t) for t in tests.split()),
+    ]
     return subprocess.run(command, cwd=package.parent, env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -90,10 +136,15 @@ def _copy(tmp_path: pathlib.Path) -> pathlib.Path:
 def test_the_copy_is_what_the_tests_import(tmp_path):
     package = _copy(tmp_path)
     (package / "helpers" / "__init__.py").write_text(
-        (ROOT / "helpers" / "__init__.py").read_text() + "\nPLANTED_COPY = True\n")
-    probe = subprocess.run([sys.executable, "-c", "import helpers; print(helpers.__file__, helpers.PLANTED_COPY)"],
-                           cwd=package.parent, env=dict(os.environ, PYTHONPATH=str(package)), capture_output=True,
-                           text=True)
+        (ROOT / "helpers" / "__init__.py").read_text() + "\nPLANTED_COPY = True\n"
+    )
+    probe = subprocess.run(
+        [sys.executable, "-c", "import helpers; print(helpers.__file__, helpers.PLANTED_COPY)"],
+        cwd=package.parent,
+        env=dict(os.environ, PYTHONPATH=str(package)),
+        capture_output=True,
+        text=True,
+    )
     assert probe.returncode == 0 and str(package) in probe.stdout, probe.stdout + probe.stderr
     result = _run("tests/test_alibi.py", package)
     assert result.returncode == 0, "with nothing planted the tests must pass:\n" + result.stdout[-2000:]
@@ -108,5 +159,6 @@ def test_a_planted_bug_is_caught(tmp_path, name, file, good, bad, tests):
     assert text.count(good) == 1, f"the line to plant into is no longer in helpers/{file} once: {good!r}"
     source.write_text(text.replace(good, bad))
     result = _run(tests, package)
-    assert result.returncode == 1, (f"planted bug not caught ({name}); exit {result.returncode}:\n"
-                                    + result.stdout[-2000:] + result.stderr[-1000:])
+    assert result.returncode == 1, (
+        f"planted bug not caught ({name}); exit {result.returncode}:\n" + result.stdout[-2000:] + result.stderr[-1000:]
+    )

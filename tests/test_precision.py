@@ -2,7 +2,8 @@
 
 The reference is float64 ``sin``/``cos`` of the float64 product ``m θ_i`` (error about 1e-9 at
 5,000,000). float32 tables must be within 1e-6 everywhere; float16 and bfloat16 tables within one
-unit in the last place of their own format (plus the float32 bound, which matters only near 0). The common float32 formula of article 001 §8.1 fails
+unit in the last place of their own format (plus the float32 bound, which matters only near 0).
+The common float32 formula of article 001 §8.1 fails
 the same check by three orders of magnitude, which shows that the check can fail.
 """
 
@@ -12,11 +13,11 @@ import math
 
 import pytest
 import torch
+from _support import device_params
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import helpers
 import helpers.device
-from _support import device_params
 
 LAST = 5_000_000
 
@@ -129,8 +130,16 @@ def test_real_and_negative_positions_are_reduced_correctly():
     assert float((sin.double() - ref_sin).abs().max()) < 1e-6
 
 
-@pytest.mark.parametrize("dtype, float64_here", [(torch.float64, True), (torch.float32, True),
-                                                 (torch.bfloat16, True), (torch.float32, False), (torch.bfloat16, False)])
+@pytest.mark.parametrize(
+    "dtype, float64_here",
+    [
+        (torch.float64, True),
+        (torch.float32, True),
+        (torch.bfloat16, True),
+        (torch.float32, False),
+        (torch.bfloat16, False),
+    ],
+)
 def test_interleaved_table_equals_stacked_sin_cos(monkeypatch, dtype, float64_here):
     from helpers._angles import sin_cos_interleaved, sin_cos_table
 

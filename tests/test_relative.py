@@ -51,7 +51,7 @@ def test_buckets_match_reference_for_any_setting(bidirectional, num_buckets, dat
     max_distance = data.draw(st.integers(half // 2 + 1, 1000))
     rel = torch.arange(-1200, 1201)
     got = helpers.relative_position_bucket(rel, bidirectional, num_buckets, max_distance).tolist()
-    for r, g in zip(rel.tolist(), got):
+    for r, g in zip(rel.tolist(), got, strict=True):
         want, tie = reference_bucket(r, bidirectional, num_buckets, max_distance)
         assert g == want or (tie and abs(g - want) == 1), (r, g, want)
     assert min(got) >= 0 and max(got) < num_buckets

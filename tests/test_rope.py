@@ -6,14 +6,12 @@ import math
 
 import pytest
 import torch
+from _support import device_params
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import helpers
 from helpers.rope import yarn_correction_range
-
-from _support import device_params
-
 
 # ---------------------------------------------------------------------------------------------
 # Slow, obviously correct references
@@ -78,8 +76,9 @@ def test_apply_rope_non_contiguous_input(layout):
     for dtype in (torch.float64, torch.float32):
         odd = torch.randn(3, 6, 17, dtype=dtype)[..., 1:]  # odd storage offset, odd strides
         kept = odd.clone()
-        torch.testing.assert_close(helpers.apply_rope(odd, cos, sin, layout=layout),
-                                   slow_rope(odd, cos, sin, layout).to(dtype))
+        torch.testing.assert_close(
+            helpers.apply_rope(odd, cos, sin, layout=layout), slow_rope(odd, cos, sin, layout).to(dtype)
+        )
         assert torch.equal(odd, kept)  # the input is never changed
 
 
@@ -89,16 +88,21 @@ def test_half_layout_equals_hugging_face_rotate_half(device):
     q = torch.randn(2, 4, 9, 64, dtype=torch.float64, device=device)  # (B, H, T, d)
     cos, sin = helpers.rope_cos_sin(9, 64, device=device, dtype=torch.float64)  # (T, d/2)
     cos_full, sin_full = torch.cat((cos, cos), -1), torch.cat((sin, sin), -1)  # (T, d), as HF builds them
-    torch.testing.assert_close(helpers.apply_rope(q, cos, sin, layout="half"),
-                               hf_apply_rotary_pos_emb(q, cos_full, sin_full), rtol=0, atol=1e-13)
+    torch.testing.assert_close(
+        helpers.apply_rope(q, cos, sin, layout="half"),
+        hf_apply_rotary_pos_emb(q, cos_full, sin_full),
+        rtol=0,
+        atol=1e-13,
+    )
 
 
 def test_interleaved_layout_equals_meta_complex_formula():
     torch.manual_seed(3)
     x = torch.randn(2, 9, 4, 32, dtype=torch.float64)  # (B, T, H, d), Meta's order
     inv_freq, _ = helpers.rope_frequencies(32)
-    freqs_cis = torch.polar(torch.ones(9, 16, dtype=torch.float64), torch.outer(torch.arange(9.0, dtype=torch.float64),
-                                                                                inv_freq))  # (T, d/2)
+    freqs_cis = torch.polar(
+        torch.ones(9, 16, dtype=torch.float64), torch.outer(torch.arange(9.0, dtype=torch.float64), inv_freq)
+    )  # (T, d/2)
     x_c = torch.view_as_complex(x.reshape(2, 9, 4, 16, 2))  # (B, T, H, d/2)
     meta = torch.view_as_real(x_c * freqs_cis[None, :, None, :]).flatten(3)  # (B, T, H, d)
     cos, sin = helpers.rope_cos_sin(9, 32, dtype=torch.float64)
@@ -141,8 +145,13 @@ def test_partial_rotation_passes_the_tail_through(layout, dtype):
 
 
 @settings(max_examples=40, deadline=None)
-@given(half_d=st.integers(1, 16), t=st.integers(1, 12), seed=st.integers(0, 2**16), base=st.floats(2.0, 1e6),
-       layout=st.sampled_from(helpers.LAYOUTS))
+@given(
+    half_d=st.integers(1, 16),
+    t=st.integers(1, 12),
+    seed=st.integers(0, 2**16),
+    base=st.floats(2.0, 1e6),
+    layout=st.sampled_from(helpers.LAYOUTS),
+)
 def test_rotation_keeps_norms_and_inverts(half_d, t, seed, base, layout):
     d = 2 * half_d
     gen = torch.Generator().manual_seed(seed)
@@ -162,8 +171,7 @@ def test_gradient_is_the_inverse_rotation(layout):
     (helpers.apply_rope(x, cos, sin, layout=layout) * g).sum().backward()
     torch.testing.assert_close(x.grad, helpers.apply_rope(g, cos, -sin, layout=layout))  # d(Rx)/dx = R^T
     with torch.no_grad():  # the fast path gives the same numbers
-        torch.testing.assert_close(helpers.apply_rope(x, cos, sin, layout=layout),
-                                   slow_rope(x, cos, sin, layout))
+        torch.testing.assert_close(helpers.apply_rope(x, cos, sin, layout=layout), slow_rope(x, cos, sin, layout))
 
 
 def test_apply_rope_rejects_bad_input():
@@ -210,8 +218,9 @@ def test_linear_scaling_divides_every_speed():
     torch.testing.assert_close(inv_freq, torch.tensor(plain_theta(64, 1e4), dtype=torch.float64) / 4.0)
     assert factor == 1.0
     # Position interpolation: the table at position m equals the plain table at m / s.
-    cos, sin = helpers.rope_cos_sin(torch.arange(0, 400, 4), 64, scaling={"type": "linear", "factor": 4.0},
-                                    dtype=torch.float64)
+    cos, sin = helpers.rope_cos_sin(
+        torch.arange(0, 400, 4), 64, scaling={"type": "linear", "factor": 4.0}, dtype=torch.float64
+    )
     cos0, sin0 = helpers.rope_cos_sin(100, 64, dtype=torch.float64)
     torch.testing.assert_close(cos, cos0)
     torch.testing.assert_close(sin, sin0)
@@ -224,14 +233,17 @@ def test_ntk_base_reference_number():
     assert factor == 1.0
     torch.testing.assert_close(inv_freq, torch.tensor(plain_theta(128, 82684.62264056221), dtype=torch.float64))
     assert inv_freq[0].item() == 1.0  # the fastest pair is untouched ...
-    assert inv_freq[-1].item() == pytest.approx(plain_theta(128, 1e4)[-1] / 8.0 ** (126 / 126), rel=1e-12)  # ... the slowest / s
+    assert inv_freq[-1].item() == pytest.approx(
+        plain_theta(128, 1e4)[-1] / 8.0 ** (126 / 126), rel=1e-12
+    )  # ... the slowest / s
 
 
 def test_yarn_reference_numbers():
     assert yarn_correction_range(128, 10000.0, 2048) == (16, 41)
     d, s, length = 128, 8.0, 2048
-    inv_freq, factor = helpers.rope_frequencies(d, 10000.0, scaling={"type": "yarn", "factor": s,
-                                                                      "original_max_len": length})
+    inv_freq, factor = helpers.rope_frequencies(
+        d, 10000.0, scaling={"type": "yarn", "factor": s, "original_max_len": length}
+    )
     assert factor == pytest.approx(0.1 * math.log(8.0) + 1.0) and round(factor, 4) == 1.2079
     theta = plain_theta(d, 1e4)
     for i in range(d // 2):
@@ -248,19 +260,25 @@ def test_yarn_options_and_tables_carry_the_attention_factor():
     assert factor == 1.5
     for dtype in (torch.float64, torch.float32, torch.bfloat16):
         cos, sin = helpers.rope_cos_sin(50, 32, scaling=scaling, dtype=dtype)
-        torch.testing.assert_close((cos.double() ** 2 + sin.double() ** 2), torch.full((50, 16), 2.25, dtype=torch.float64),
-                                   rtol=2e-2 if dtype == torch.bfloat16 else 1e-6, atol=0)
+        torch.testing.assert_close(
+            (cos.double() ** 2 + sin.double() ** 2),
+            torch.full((50, 16), 2.25, dtype=torch.float64),
+            rtol=2e-2 if dtype == torch.bfloat16 else 1e-6,
+            atol=0,
+        )
     # Hugging Face's spellings are accepted.
     hf = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024}
-    torch.testing.assert_close(helpers.rope_frequencies(32, scaling=hf)[0],
-                               helpers.rope_frequencies(32, scaling={"type": "yarn", "factor": 4.0,
-                                                                     "original_max_len": 1024})[0])
+    torch.testing.assert_close(
+        helpers.rope_frequencies(32, scaling=hf)[0],
+        helpers.rope_frequencies(32, scaling={"type": "yarn", "factor": 4.0, "original_max_len": 1024})[0],
+    )
 
 
 def test_llama3_against_a_per_pair_reference():
     d, base, s, length = 128, 500000.0, 8.0, 8192
-    inv_freq, factor = helpers.rope_frequencies(d, base, scaling={"type": "llama3", "factor": s,
-                                                                   "original_max_len": length})
+    inv_freq, factor = helpers.rope_frequencies(
+        d, base, scaling={"type": "llama3", "factor": s, "original_max_len": length}
+    )
     assert factor == 1.0
     for i, theta in enumerate(plain_theta(d, base)):
         wavelength = 2 * math.pi / theta
@@ -302,17 +320,20 @@ def test_dynamic_ntk_equals_hugging_face_at_the_target_length():
     assert new_base({**dynamic, "seq_len": length // 2}) == pytest.approx(base, rel=1e-12)  # never below b
 
 
-@pytest.mark.parametrize("scaling, match", [
-    ({"type": "longrope", "factor": 2.0}, "must be one of"),
-    ({"factor": 2.0}, "must be one of"),
-    ({"type": "linear", "factor": 0.0}, "factor"),
-    ({"type": "ntk", "factor": -2.0}, "factor"),
-    ({"type": "linear"}, "missing"),
-    ({"type": "yarn", "factor": 2.0}, "original_max_len"),
-    ({"type": "linear", "factor": 2.0, "beta_fast": 3}, "unknown"),
-    ({"type": "yarn", "factor": 2.0, "original_max_len": 64, "beta_fast": 1.0, "beta_slow": 2.0}, "beta_fast"),
-    ({"type": "yarn", "factor": 2.0, "original_max_len": 0}, "original_max_len"),
-])
+@pytest.mark.parametrize(
+    "scaling, match",
+    [
+        ({"type": "longrope", "factor": 2.0}, "must be one of"),
+        ({"factor": 2.0}, "must be one of"),
+        ({"type": "linear", "factor": 0.0}, "factor"),
+        ({"type": "ntk", "factor": -2.0}, "factor"),
+        ({"type": "linear"}, "missing"),
+        ({"type": "yarn", "factor": 2.0}, "original_max_len"),
+        ({"type": "linear", "factor": 2.0, "beta_fast": 3}, "unknown"),
+        ({"type": "yarn", "factor": 2.0, "original_max_len": 64, "beta_fast": 1.0, "beta_slow": 2.0}, "beta_fast"),
+        ({"type": "yarn", "factor": 2.0, "original_max_len": 0}, "original_max_len"),
+    ],
+)
 def test_bad_scaling_is_rejected(scaling, match):
     with pytest.raises(ValueError, match=match):
         helpers.rope_frequencies(64, scaling=scaling)
@@ -378,8 +399,7 @@ def test_scaling_drawing_follows_the_frequencies():
     np.testing.assert_allclose(curves["linear"].get_ydata(), 0.25)
     drawing.update(factor=8.0, method="yarn", base=500000.0)
     plain = helpers.rope_frequencies(128, 500000.0)[0].numpy()
-    yarn, a = helpers.rope_frequencies(128, 500000.0, scaling={"type": "yarn", "factor": 8.0,
-                                                              "original_max_len": 2048})
+    yarn, a = helpers.rope_frequencies(128, 500000.0, scaling={"type": "yarn", "factor": 8.0, "original_max_len": 2048})
     np.testing.assert_allclose(curves["yarn"].get_ydata(), yarn.numpy() / plain)
     assert curves["yarn"].get_linewidth() > curves["ntk"].get_linewidth()
     _, scaled = drawing.artists["scaled"].get_data()

@@ -60,12 +60,14 @@ def test_dynamic_ntk_keeps_the_base_up_to_the_original_length(seq_len):
     """
     plain, _ = helpers.rope_frequencies(64, 10000.0)
     dynamic, _ = helpers.rope_frequencies(
-        64, 10000.0, scaling={"type": "dynamic", "factor": 4.0, "original_max_len": 4096, "seq_len": seq_len})
+        64, 10000.0, scaling={"type": "dynamic", "factor": 4.0, "original_max_len": 4096, "seq_len": seq_len}
+    )
     torch.testing.assert_close(dynamic, plain, rtol=0, atol=0)
 
 
 def _hf_yarn_inv_freq(d, base, factor, original, beta_fast=32.0, beta_slow=1.0):
     """Hugging Face's YaRN frequencies, written out from its formulas in numpy."""
+
     def correction_dim(turns):
         return (d * math.log(original / (turns * 2 * math.pi))) / (2 * math.log(base))
 
@@ -80,13 +82,16 @@ def _hf_yarn_inv_freq(d, base, factor, original, beta_fast=32.0, beta_slow=1.0):
     return inv_interpolation * (1 - extrapolation) + inv_extrapolation * extrapolation, (low, high)
 
 
-@pytest.mark.parametrize("d, base, factor, original", [
-    (128, 10000.0, 8.0, 2048),      # the notebook's setting: (16, 41)
-    (128, 10000.0, 4.0, 131072),    # the upper index 70 lies past the last pair (63): the ramp never ends
-    (128, 500000.0, 8.0, 8192),
-    (64, 10000.0, 16.0, 4096),
-    (128, 1000000.0, 4.0, 32768),
-])
+@pytest.mark.parametrize(
+    "d, base, factor, original",
+    [
+        (128, 10000.0, 8.0, 2048),  # the notebook's setting: (16, 41)
+        (128, 10000.0, 4.0, 131072),  # the upper index 70 lies past the last pair (63): the ramp never ends
+        (128, 500000.0, 8.0, 8192),
+        (64, 10000.0, 16.0, 4096),
+        (128, 1000000.0, 4.0, 32768),
+    ],
+)
 def test_yarn_matches_hugging_face_at_many_settings(d, base, factor, original):
     """Bug: the upper correction index clipped to ``d//2 - 1`` instead of ``d - 1`` (binds at L = 131072)."""
     want, (low, high) = _hf_yarn_inv_freq(d, base, factor, original)
@@ -114,8 +119,14 @@ def _nearest_in_dtype(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return candidates.gather(0, error.argmin(dim=0, keepdim=True))[0]
 
 
-@pytest.mark.parametrize("dtype, value", [(torch.bfloat16, 1 + 2**-8 + 2**-30), (torch.float16, 1 + 2**-11 + 2**-30),
-                                          (torch.bfloat16, -(1 + 2**-8 + 2**-30))])
+@pytest.mark.parametrize(
+    "dtype, value",
+    [
+        (torch.bfloat16, 1 + 2**-8 + 2**-30),
+        (torch.float16, 1 + 2**-11 + 2**-30),
+        (torch.bfloat16, -(1 + 2**-8 + 2**-30)),
+    ],
+)
 def test_rounding_from_float64_is_correct_where_torch_rounds_twice(dtype, value):
     """Bug: float64 -> short dtype through torch's cast, which rounds twice (via float32)."""
     x = torch.tensor([value], dtype=torch.float64)

@@ -83,8 +83,9 @@ def test_block_rotation_is_written_out_rotations():
     assert rotation.shape == (6, 6)
     for i, a in enumerate(angles.tolist()):
         block = rotation[2 * i : 2 * i + 2, 2 * i : 2 * i + 2]
-        torch.testing.assert_close(block, torch.tensor([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]],
-                                                      dtype=torch.float64))
+        torch.testing.assert_close(
+            block, torch.tensor([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]], dtype=torch.float64)
+        )
     off = rotation.clone()
     for i in range(3):
         off[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = 0
@@ -194,8 +195,9 @@ def test_score_terms_explorer_slider_drives_the_drawing():
 def test_score_term_maps_label_every_spread_bar_and_follow_updates():
     """A bar of height 0 (the position term for A = I) is invisible: each bar carries its value."""
     example = helpers.plots.score_example(T=12, d_model=16, seed=0)
-    drawing = helpers.plots.score_term_maps(example["x"], example["p"], example["weights"], a="identity",
-                                            content_weight=0.3)
+    drawing = helpers.plots.score_term_maps(
+        example["x"], example["p"], example["weights"], a="identity", content_weight=0.3
+    )
     labels, bars = drawing.artists["bar_labels"], drawing.artists["bars"]
     names = ["content_content", "content_position", "position_content", "position_position", "full"]
     assert len(labels) == len(bars) == 5
@@ -203,7 +205,7 @@ def test_score_term_maps_label_every_spread_bar_and_follow_updates():
     for params in ({}, {"a": "general", "content_weight": 2.0}):
         drawing.update(**params)
         spreads = drawing.artists["spreads"]
-        for label, bar, name in zip(labels, bars, names):
+        for label, bar, name in zip(labels, bars, names, strict=True):
             assert label.get_text() == f"{spreads[name]:.2f}"
             x, y = label.get_position()
             assert x == pytest.approx(bar.get_x() + bar.get_width() / 2)

@@ -17,8 +17,9 @@ def _slow_shift_matrix(k, d, base):
     blocks = []
     for i in range(d // 2):
         angle = k * base ** (-2 * i / d)
-        blocks.append(torch.tensor([[math.cos(angle), math.sin(angle)], [-math.sin(angle), math.cos(angle)]],
-                                   dtype=torch.float64))
+        blocks.append(
+            torch.tensor([[math.cos(angle), math.sin(angle)], [-math.sin(angle), math.cos(angle)]], dtype=torch.float64)
+        )
     return torch.block_diag(*blocks)
 
 
@@ -28,8 +29,7 @@ def test_shift_matrix_matches_block_by_block_reference(k, d, base):
 
 
 @settings(max_examples=40, deadline=None)
-@given(k=st.integers(-500, 500), m=st.integers(0, 10_000), half=st.integers(1, 32),
-       base=st.floats(2.0, 1e6))
+@given(k=st.integers(-500, 500), m=st.integers(0, 10_000), half=st.integers(1, 32), base=st.floats(2.0, 1e6))
 def test_shift_matrix_moves_every_position_by_k(k, m, half, base):
     d = 2 * half
     pe = helpers.sinusoidal_pe(torch.tensor([m, m + k]), d, base, dtype=torch.float64)  # (2, d)
@@ -52,9 +52,16 @@ def test_shift_matrix_dtype_and_zeros_off_the_blocks():
     assert matrix[~mask].abs().max() == 0
 
 
-@pytest.mark.parametrize("bad, error", [(dict(k=1, d=5), ValueError), (dict(k="1", d=4), TypeError),
-                                        (dict(k=True, d=4), TypeError), (dict(k=1, d=4, base=1.0), ValueError),
-                                        (dict(k=float("nan"), d=4), ValueError)])
+@pytest.mark.parametrize(
+    "bad, error",
+    [
+        (dict(k=1, d=5), ValueError),
+        (dict(k="1", d=4), TypeError),
+        (dict(k=True, d=4), TypeError),
+        (dict(k=1, d=4, base=1.0), ValueError),
+        (dict(k=float("nan"), d=4), ValueError),
+    ],
+)
 def test_shift_matrix_rejects_bad_input(bad, error):
     with pytest.raises(error):
         helpers.shift_matrix(**bad)
@@ -73,8 +80,7 @@ def test_shift_distance_many_clocks_matches_the_table():
     d, base = 64, 10000.0
     pe = helpers.sinusoidal_pe(300, d, base, dtype=torch.float64)  # (300, d)
     reference = (pe[100:200] - pe[100]).norm(dim=1)  # (100,): shifts 0..99 from m = 100
-    torch.testing.assert_close(helpers.shift_distance(100, helpers.frequencies(d, base)), reference,
-                               atol=1e-10, rtol=0)
+    torch.testing.assert_close(helpers.shift_distance(100, helpers.frequencies(d, base)), reference, atol=1e-10, rtol=0)
 
 
 def test_nearest_collision_finds_exact_and_near_returns():
@@ -96,9 +102,15 @@ def test_nearest_collision_default_width_never_closer_than_neighbours():
     assert k == 1 and distance == pytest.approx(float(helpers.shift_distance(torch.tensor([1]), theta)[0]))
 
 
-@pytest.mark.parametrize("bad, error", [(dict(theta="x", max_shift=3), TypeError), (dict(theta=1.0, max_shift=0), ValueError),
-                                        (dict(theta=torch.ones(2, 2), max_shift=3), ValueError),
-                                        (dict(theta=float("inf"), max_shift=3), ValueError)])
+@pytest.mark.parametrize(
+    "bad, error",
+    [
+        (dict(theta="x", max_shift=3), TypeError),
+        (dict(theta=1.0, max_shift=0), ValueError),
+        (dict(theta=torch.ones(2, 2), max_shift=3), ValueError),
+        (dict(theta=float("inf"), max_shift=3), ValueError),
+    ],
+)
 def test_nearest_collision_rejects_bad_input(bad, error):
     with pytest.raises(error):
         helpers.nearest_collision(**bad)
@@ -145,8 +157,10 @@ def test_matrices_commuting_with_the_unit_shift_are_the_block_scaled_rotations(d
     m1 = helpers.shift_matrix(1, d)
     assert _commutant_dimension(m1) == d
     generator = torch.Generator().manual_seed(d)
-    a = helpers.rotation_commuting_matrix(torch.rand(d // 2, generator=generator, dtype=torch.float64) + 0.5,
-                                          torch.randn(d // 2, generator=generator, dtype=torch.float64))
+    a = helpers.rotation_commuting_matrix(
+        torch.rand(d // 2, generator=generator, dtype=torch.float64) + 0.5,
+        torch.randn(d // 2, generator=generator, dtype=torch.float64),
+    )
     torch.testing.assert_close(a @ m1, m1 @ a, atol=1e-12, rtol=0)
     # M_k = M_1^k, so commuting with M_1 is commuting with every M_k
     torch.testing.assert_close(torch.linalg.matrix_power(m1, 7), helpers.shift_matrix(7, d), atol=1e-12, rtol=0)

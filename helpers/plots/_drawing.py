@@ -71,8 +71,9 @@ class Drawing:
             every frame is drawn in full.
     """
 
-    def __init__(self, name: str, fig: Figure, update: Callable[..., Any], params: dict, artists: dict | None = None,
-                 animated=()):
+    def __init__(
+        self, name: str, fig: Figure, update: Callable[..., Any], params: dict, artists: dict | None = None, animated=()
+    ):
         self.name = name
         self.fig = fig
         self._update = update

@@ -20,8 +20,19 @@ def pair_color(i: int):
     return PAIR_COLORS[int(i) % len(PAIR_COLORS)]
 
 
-def heatmap(ax, matrix, *, title: str = "", xlabel: str = "", ylabel: str = "", cmap: str = "RdBu_r",
-            symmetric: bool = True, colorbar: bool = True, vmin=None, vmax=None):
+def heatmap(
+    ax,
+    matrix,
+    *,
+    title: str = "",
+    xlabel: str = "",
+    ylabel: str = "",
+    cmap: str = "RdBu_r",
+    symmetric: bool = True,
+    colorbar: bool = True,
+    vmin=None,
+    vmax=None,
+):
     """Draw a matrix as an image (row 0 at the top) and return the ``AxesImage``.
 
     With ``symmetric`` the colour scale is centred on 0, so positive and negative read alike.

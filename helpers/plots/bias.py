@@ -82,8 +82,9 @@ def alibi_bias_maps(n_heads: int = 8, n_tokens: int = 16, causal: bool = True) -
         if h >= n_heads:
             ax.set_visible(False)
             continue
-        image = ax.imshow(np.zeros((n_tokens, n_tokens)), cmap=_bias_cmap(), vmin=BIAS_FLOOR, vmax=0.0,
-                          interpolation="nearest")
+        image = ax.imshow(
+            np.zeros((n_tokens, n_tokens)), cmap=_bias_cmap(), vmin=BIAS_FLOOR, vmax=0.0, interpolation="nearest"
+        )
         ax.set_title(f"head {h}: " + slope_label(slopes[h]), fontsize=9)
         ax.set_xticks([0, n_tokens - 1])
         ax.set_yticks([0, n_tokens - 1])
@@ -116,8 +117,15 @@ def _content_scores(n_keys: int, seed: int) -> np.ndarray:
     return torch.randn(n_keys, generator=generator, dtype=torch.float64).numpy()  # (Tk,) one score per key
 
 
-def alibi_heads(n_heads: int = 8, head: int = 0, content: float = 0.0, n_tokens: int = 32, window: int = 128,
-                max_heads: int = 32, seed: int = 0) -> Drawing:
+def alibi_heads(
+    n_heads: int = 8,
+    head: int = 0,
+    content: float = 0.0,
+    n_tokens: int = 32,
+    window: int = 128,
+    max_heads: int = 32,
+    seed: int = 0,
+) -> Drawing:
     """One head of ALiBi: its bias, the weights of the newest token, and every head's 1% distance.
 
     Left, the ``n_tokens × n_tokens`` causal bias of head ``head`` (shared colour scale). Middle,
@@ -127,8 +135,8 @@ def alibi_heads(n_heads: int = 8, head: int = 0, content: float = 0.0, n_tokens:
     score of that strength (standard deviation, score units) is added to each key. Right, the 1%
     distance of every head, the chosen one circled, over head indices ``0 .. n_heads - 1`` (the axis
     follows ``n_heads``); the dashed line is the middle panel's ``window``: a head above it keeps more
-    than 1% of its nearest key's weight on every key the middle panel shows. The legend lists only the lines on show (the
-    content line appears when ``content`` > 0); the headline writes the slope as ``$2^{-1}$``.
+    than 1% of its nearest key's weight on every key the middle panel shows. The legend lists only
+    the lines on show (the content line appears when ``content`` > 0); the headline writes the slope as ``$2^{-1}$``.
 
     Parameters: ``n_heads`` (1 .. ``max_heads``), ``head`` (clamped to ``n_heads - 1``), ``content``.
     """
@@ -136,8 +144,9 @@ def alibi_heads(n_heads: int = 8, head: int = 0, content: float = 0.0, n_tokens:
     fig.subplots_adjust(left=0.05, right=0.985, bottom=0.14, top=0.8, wspace=0.6)
     # One changing line of text above the panels (each Text costs a glyph render per frame).
     headline = fig.text(0.5, 0.96, "", ha="center", va="top", fontsize=10)
-    image = bias_ax.imshow(np.zeros((n_tokens, n_tokens)), cmap=_bias_cmap(), vmin=BIAS_FLOOR, vmax=0.0,
-                           interpolation="nearest")
+    image = bias_ax.imshow(
+        np.zeros((n_tokens, n_tokens)), cmap=_bias_cmap(), vmin=BIAS_FLOOR, vmax=0.0, interpolation="nearest"
+    )
     bias_ax.set_xlabel("key j (token)")
     bias_ax.set_ylabel("query i (token)")
     _integer_ticks(bias_ax.xaxis)
@@ -150,8 +159,9 @@ def alibi_heads(n_heads: int = 8, head: int = 0, content: float = 0.0, n_tokens:
     noise = _content_scores(window, seed)  # (window,) content score of the key at each offset
     (prior_line,) = weight_ax.plot([], [], color="black", linewidth=2.0, label=r"content off: $e^{-m\Delta}$")
     (content_line,) = weight_ax.plot([], [], color="tab:orange", linewidth=1.0, label="with content")
-    one_percent = weight_ax.axhline(0.01, color="tab:red", linestyle="--", linewidth=1.0,
-                                    label=r"1% of the weight at $\Delta = 0$")
+    one_percent = weight_ax.axhline(
+        0.01, color="tab:red", linestyle="--", linewidth=1.0, label=r"1% of the weight at $\Delta = 0$"
+    )
     cutoff = weight_ax.axvline(0.0, color="tab:red", linestyle=":", linewidth=1.2)
     weight_ax.set_yscale("log")
     weight_ax.set_ylim(1e-4, 30.0)
@@ -171,8 +181,16 @@ def alibi_heads(n_heads: int = 8, head: int = 0, content: float = 0.0, n_tokens:
         return True
 
     (all_heads,) = dist_ax.plot([], [], "o-", color="0.45", markersize=4, linewidth=1.0, label="every head")
-    (chosen,) = dist_ax.plot([], [], "o", markersize=11, markerfacecolor="none", markeredgecolor="tab:red",
-                             markeredgewidth=2.0, label="chosen head")
+    (chosen,) = dist_ax.plot(
+        [],
+        [],
+        "o",
+        markersize=11,
+        markerfacecolor="none",
+        markeredgecolor="tab:red",
+        markeredgewidth=2.0,
+        label="chosen head",
+    )
     dist_ax.axhline(window, color="0.7", linewidth=0.8, linestyle="--", label=f"middle panel's {window} tokens")
     dist_ax.set_yscale("log")
     dist_ax.set_ylim(1.0, 3000.0)
@@ -199,16 +217,27 @@ def alibi_heads(n_heads: int = 8, head: int = 0, content: float = 0.0, n_tokens:
         cutoff.set_xdata([min(reach, window - 1)] * 2)
         all_heads.set_data(np.arange(n_heads), alibi_decay_distance(int(n_heads)).numpy())  # (H,)
         chosen.set_data([head], [reach])
-        headline.set_text(f"head {head} of {n_heads}: {slope_label(m)} = {m:.4g};   "
-                          f"1% distance {reach:.1f} tokens" + ("" if reach < window else " (off the axis)")
-                          + f";   content strength {content:.1f}")
+        headline.set_text(
+            f"head {head} of {n_heads}: {slope_label(m)} = {m:.4g};   "
+            f"1% distance {reach:.1f} tokens"
+            + ("" if reach < window else " (off the axis)")
+            + f";   content strength {content:.1f}"
+        )
         relegend = show_legend(content > 0)
         return FULL if relegend or resized else None  # the legend and the axis limits are part of the background
 
     params = {"n_heads": int(n_heads), "head": int(head), "content": float(content)}
     update(**params)
-    artists = {"image": image, "prior_line": prior_line, "content_line": content_line, "cutoff": cutoff,
-               "all_heads": all_heads, "chosen": chosen, "headline": headline, "colorbar": bar}
+    artists = {
+        "image": image,
+        "prior_line": prior_line,
+        "content_line": content_line,
+        "cutoff": cutoff,
+        "all_heads": all_heads,
+        "chosen": chosen,
+        "headline": headline,
+        "colorbar": bar,
+    }
     animated = [image, prior_line, content_line, cutoff, all_heads, chosen, headline]
     return Drawing("alibi_heads", fig, update, params, artists, animated)
 
@@ -234,8 +263,16 @@ def prior_shapes(n_heads: int = 8, d: int = 8, n_distances: int = 16) -> Drawing
     _integer_ticks(alibi_ax.xaxis)
     alibi_ax.legend(fontsize=7, ncols=2, frameon=False, loc="lower left")
     (wave,) = sin_ax.plot([], [], "o-", markersize=4, color=pair_color(0), label="position dot product")
-    (rebound,) = sin_ax.plot([], [], "o", markersize=10, markerfacecolor="none", markeredgecolor="tab:red",
-                             markeredgewidth=2.0, label=r"higher than at $\Delta - 1$")
+    (rebound,) = sin_ax.plot(
+        [],
+        [],
+        "o",
+        markersize=10,
+        markerfacecolor="none",
+        markeredgecolor="tab:red",
+        markeredgewidth=2.0,
+        label=r"higher than at $\Delta - 1$",
+    )
     sin_ax.set_xlabel("offset Δ = i - j (tokens back)")
     sin_ax.set_ylabel(r"raw $p_i \cdot p_j$ (no $W_Q$, $W_K$, $1/\sqrt{d}$)")
     _integer_ticks(sin_ax.xaxis)
@@ -259,7 +296,8 @@ def prior_shapes(n_heads: int = 8, d: int = 8, n_distances: int = 16) -> Drawing
 def alibi_extrapolation(n_heads: int = 8, short: int = 32, long: int = 1024) -> Drawing:
     """Why ALiBi extrapolates: the newest token of a ``long`` sequence against a ``short`` one.
 
-    Content off throughout (zero queries and keys): the prior alone. Left, for every head, the prior weights of the newest token over its last ``short`` keys: in
+    Content off throughout (zero queries and keys): the prior alone. Left, for every head, the
+    prior weights of the newest token over its last ``short`` keys: in
     the short sequence (dots) and in the long one renormalised over those keys (lines); they are
     one picture because the bias depends on distance only. Right, the share of the long
     sequence's weight that falls further back than ``short`` tokens, per head: what the shallow
@@ -322,8 +360,11 @@ def recency_price(n_heads: int = 8, n_tokens: int = 1024) -> Drawing:
     ax.set_yscale("log")
     ax.set_xlabel("offset D = i - j of the key that should win (tokens back)")
     ax.set_ylabel("content score margin needed")
-    ax.set_title(f"Margin for half of the attention, {n_tokens}-token context\n"
-                 "(below the dashed line the prior helps, above it the prior costs)", fontsize=10)
+    ax.set_title(
+        f"Margin for half of the attention, {n_tokens}-token context\n"
+        "(below the dashed line the prior helps, above it the prior costs)",
+        fontsize=10,
+    )
     ax.legend(fontsize=7, ncols=3, frameon=False, loc="upper left")
     return Drawing("recency_price", fig, lambda: None, {}, {"lines": lines})
 
@@ -334,13 +375,14 @@ def _bucket_starts(bidirectional: bool, num_buckets: int, max_distance: int) -> 
     offsets = torch.arange(0, 64 * max_distance + 1)  # far past max_distance: every past bucket is reached
     buckets = relative_position_bucket(-offsets, bidirectional, num_buckets, max_distance)  # (N,)
     first: dict[int, int] = {}
-    for delta, b in zip(offsets.tolist(), buckets.tolist()):
+    for delta, b in zip(offsets.tolist(), buckets.tolist(), strict=True):
         first.setdefault(b, delta)
     return [first[b] for b in sorted(first)]
 
 
-def relative_family(num_buckets: int = 32, max_distance: int = 128, slope: float = 1 / 16, clip: int = 8,
-                    span: int = 160) -> Drawing:
+def relative_family(
+    num_buckets: int = 32, max_distance: int = 128, slope: float = 1 / 16, clip: int = 8, span: int = 160
+) -> Drawing:
     """The relative family side by side, against the offset ``Δ = i - j`` (T5's relative position is ``-Δ``).
 
     Left, T5's bucket for each offset (bidirectional and unidirectional), with dotted lines where
@@ -364,11 +406,23 @@ def relative_family(num_buckets: int = 32, max_distance: int = 128, slope: float
     encoder_last = _bucket_starts(True, num_buckets, max_distance)[-1]
     decoder_last = _bucket_starts(False, num_buckets, max_distance)[-1]
     markers = {
-        "encoder_last": [bucket_ax.axvline(x, color="tab:blue", linestyle=":", linewidth=1.2,
-                                           label=f"encoder's last buckets: |Δ| ≥ {encoder_last}" if x > 0 else None)
-                         for x in (-encoder_last, encoder_last)],
-        "decoder_last": bucket_ax.axvline(decoder_last, color="tab:orange", linestyle=":", linewidth=1.2,
-                                          label=f"decoder's last bucket: Δ ≥ {decoder_last}"),
+        "encoder_last": [
+            bucket_ax.axvline(
+                x,
+                color="tab:blue",
+                linestyle=":",
+                linewidth=1.2,
+                label=f"encoder's last buckets: |Δ| ≥ {encoder_last}" if x > 0 else None,
+            )
+            for x in (-encoder_last, encoder_last)
+        ],
+        "decoder_last": bucket_ax.axvline(
+            decoder_last,
+            color="tab:orange",
+            linestyle=":",
+            linewidth=1.2,
+            label=f"decoder's last bucket: Δ ≥ {decoder_last}",
+        ),
     }
     bucket_ax.set_xlabel("offset Δ = i - j (tokens back); T5's relative_position = -Δ")
     bucket_ax.set_ylabel("bucket index")
@@ -379,15 +433,22 @@ def relative_family(num_buckets: int = 32, max_distance: int = 128, slope: float
     k = np.arange(span + 1)  # (K,) offsets Δ into the past
     buckets = relative_position_bucket(-torch.from_numpy(k), False, num_buckets, max_distance).numpy()
     first = {}
-    for offset, b in zip(k.tolist(), buckets.tolist()):
+    for offset, b in zip(k.tolist(), buckets.tolist(), strict=True):
         first.setdefault(b, offset)
     t5 = np.array([-slope * first[b] for b in buckets.tolist()])
     shaw = -slope * np.minimum(k, clip)
     lines = {
-        "shaw": bias_ax.plot(k, shaw, color="tab:green", linewidth=1.5, label=f"Shaw, table set for one fixed query, clipped at K = {clip}")[0],
+        "shaw": bias_ax.plot(
+            k,
+            shaw,
+            color="tab:green",
+            linewidth=1.5,
+            label=f"Shaw, table set for one fixed query, clipped at K = {clip}",
+        )[0],
         "t5": bias_ax.step(k, t5, where="post", color="tab:orange", linewidth=1.5, label="T5: one value per bucket")[0],
-        "alibi": bias_ax.plot(k, -slope * k, color="black", linestyle="--", linewidth=1.5,
-                              label=r"ALiBi: fixed line $-m\Delta$")[0],
+        "alibi": bias_ax.plot(
+            k, -slope * k, color="black", linestyle="--", linewidth=1.5, label=r"ALiBi: fixed line $-m\Delta$"
+        )[0],
     }
     bias_ax.set_xlabel("offset Δ = i - j (tokens back)")
     bias_ax.set_ylabel("bias added to the score")

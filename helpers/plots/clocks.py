@@ -73,8 +73,9 @@ def one_clock(theta: float = math.pi / 4, m: int = 3, n_positions: int = 16, max
     dots = circle_ax.scatter([], [], s=18, color=color, alpha=0.35)
     (hand,) = circle_ax.plot([], [], color=color, linewidth=2.5)
     (tip,) = circle_ax.plot([], [], "o", color=color, markersize=7)
-    (ring,) = circle_ax.plot([], [], "o", markersize=13, markerfacecolor="none", markeredgecolor="crimson",
-                             markeredgewidth=1.5)
+    (ring,) = circle_ax.plot(
+        [], [], "o", markersize=13, markerfacecolor="none", markeredgecolor="crimson", markeredgewidth=1.5
+    )
     circle_ax.set_xlabel("cos(mθ)")
     circle_ax.set_ylabel("sin(mθ)")
     caption = fig.text(0.02, 0.075, "", fontsize=8, color="0.3")
@@ -91,10 +92,24 @@ def one_clock(theta: float = math.pi / 4, m: int = 3, n_positions: int = 16, max
     curve_ax.title.set_fontsize(10)
     curve_ax.set_xlabel("position m (tokens)")
     curve_ax.set_ylabel("value")
-    curve_ax.legend([(cos_curve, cos_line), (sin_curve, sin_line)], ["cos(mθ)", "sin(mθ)"],
-                    loc="upper left", fontsize=8, ncols=2, frameon=False)
-    curve_ax.text(0.99, 0.985, "dots: integer positions m", transform=curve_ax.transAxes, ha="right", va="top",
-                  fontsize=8, color="0.3")
+    curve_ax.legend(
+        [(cos_curve, cos_line), (sin_curve, sin_line)],
+        ["cos(mθ)", "sin(mθ)"],
+        loc="upper left",
+        fontsize=8,
+        ncols=2,
+        frameon=False,
+    )
+    curve_ax.text(
+        0.99,
+        0.985,
+        "dots: integer positions m",
+        transform=curve_ax.transAxes,
+        ha="right",
+        va="top",
+        fontsize=8,
+        color="0.3",
+    )
     note = fig.text(0.02, 0.02, "", ha="left", va="bottom", fontsize=9, color="crimson")
     fig.subplots_adjust(left=0.08, right=0.98, bottom=0.24, top=0.9, wspace=0.3)
 
@@ -130,8 +145,10 @@ def one_clock(theta: float = math.pi / 4, m: int = 3, n_positions: int = 16, max
         # Below the tie tolerance of nearest_collision the gap is 0 up to round-off: say so, never "0.0000".
         shown_gap = "0 (exact return, below 1e-9)" if distance < 1e-9 else f"{distance:.4f}"
         note.set_text(f"closest return within {max_shift} tokens: offset k = {k}, gap {shown_gap}")
-        caption.set_text(f"circle: faint dots = positions 0 .. {n_positions - 1}, bold = hand of position m, "
-                         "red ring = position m + k (closest return); gap = ‖p(m+k) − p(m)‖ = 2|sin(kθ/2)|")
+        caption.set_text(
+            f"circle: faint dots = positions 0 .. {n_positions - 1}, bold = hand of position m, "
+            "red ring = position m + k (closest return); gap = ‖p(m+k) − p(m)‖ = 2|sin(kθ/2)|"
+        )
         if shown["width"] != width:  # new x range: lay the figure out again
             shown["width"] = width
             curve_ax.set_xlim(-0.5, width - 0.5)
@@ -140,11 +157,36 @@ def one_clock(theta: float = math.pi / 4, m: int = 3, n_positions: int = 16, max
 
     params = {"theta": float(theta), "m": int(m), "n_positions": int(n_positions), "max_shift": int(max_shift)}
     update(**params)
-    artists = {"hand": hand, "cos_line": cos_line, "sin_line": sin_line, "cos_curve": cos_curve,
-               "sin_curve": sin_curve, "dots": dots, "marker": marker, "ring": ring, "note": note, "caption": caption,
-               "collision": found}
-    animated = [dots, hand, tip, ring, cos_curve, sin_curve, cos_line, sin_line, marker, cos_dot, sin_dot,
-                circle_ax.title, curve_ax.title, note, caption]
+    artists = {
+        "hand": hand,
+        "cos_line": cos_line,
+        "sin_line": sin_line,
+        "cos_curve": cos_curve,
+        "sin_curve": sin_curve,
+        "dots": dots,
+        "marker": marker,
+        "ring": ring,
+        "note": note,
+        "caption": caption,
+        "collision": found,
+    }
+    animated = [
+        dots,
+        hand,
+        tip,
+        ring,
+        cos_curve,
+        sin_curve,
+        cos_line,
+        sin_line,
+        marker,
+        cos_dot,
+        sin_dot,
+        circle_ax.title,
+        curve_ax.title,
+        note,
+        caption,
+    ]
     return Drawing("one_clock", fig, update, params, artists, animated)
 
 
@@ -164,8 +206,14 @@ def clock_hands(theta: float = math.pi / 4, positions=(0, 1, 2, 3)) -> Drawing:
         alpha = 0.35 + 0.65 * (rank + 1) / len(positions)
         (line,) = ax.plot([0.0, x], [0.0, y], color=color, linewidth=2.2, alpha=alpha)
         ax.plot([x], [y], "o", color=color, alpha=alpha)
-        ax.annotate(f"m={m}\n{math.degrees(m * theta):.0f}°", (x, y), xytext=(1.22 * x, 1.22 * y), ha="center",
-                    va="center", fontsize=8)
+        ax.annotate(
+            f"m={m}\n{math.degrees(m * theta):.0f}°",
+            (x, y),
+            xytext=(1.22 * x, 1.22 * y),
+            ha="center",
+            va="center",
+            fontsize=8,
+        )
         hands.append(line)
     ax.set_title(f"hands of positions {positions[0]}..{positions[-1]}, θ = {math.degrees(theta):.0f}° per token")
     ax.set_xlabel("cos(mθ)")
@@ -189,9 +237,14 @@ def pe_dimensions(n_positions: int = 512, d: int = 64, pairs=(0, 4, 8, 16), base
     fig, axes = new_figure(8.0, 1.2 + 1.1 * len(pairs), nrows=len(pairs))
     axes = np.atleast_1d(axes)
     lines = []
-    for ax, i in zip(axes, pairs):
-        (line,) = ax.plot(np.arange(n_positions), pe[:, 2 * i], color=pair_color(i), linewidth=1.2,
-                          label=f"dim {2 * i}: sin(m θ_{i}), period {_tokens(2 * math.pi / theta[i])} tokens")
+    for ax, i in zip(axes, pairs, strict=True):
+        (line,) = ax.plot(
+            np.arange(n_positions),
+            pe[:, 2 * i],
+            color=pair_color(i),
+            linewidth=1.2,
+            label=f"dim {2 * i}: sin(m θ_{i}), period {_tokens(2 * math.pi / theta[i])} tokens",
+        )
         ax.set_ylim(-1.2, 1.9)
         ax.set_yticks([-1, 0, 1])
         ax.set_xlim(0, n_positions - 1)
@@ -218,8 +271,10 @@ def period_schedules(d: int = 64, base: float = 10000.0) -> Drawing:
     arithmetic = np.linspace(geometric[0], geometric[-1], d // 2)  # (d/2,) same ends, equal steps
     fig, (left, right) = new_figure(10.0, 3.8, ncols=2)
     pair = np.arange(d // 2)
-    for speeds, style, name in ((geometric, "o", "geometric θ_i = b^(-2i/d)"),
-                                (arithmetic, "s", "arithmetic, same range")):
+    for speeds, style, name in (
+        (geometric, "o", "geometric θ_i = b^(-2i/d)"),
+        (arithmetic, "s", "arithmetic, same range"),
+    ):
         left.semilogy(pair, 2 * math.pi / speeds, style, markersize=4, label=name, alpha=0.85)
     left.set_xlabel("pair index i")
     left.set_ylabel("period 2π/θ_i (tokens, log scale)")
@@ -261,9 +316,14 @@ def binary_counter(n_bits: int = 4, n_positions: int = 16) -> Drawing:
     axes = np.atleast_1d(axes)
     for j, ax in enumerate(axes):
         bits = (m >> j) & 1
-        ax.step(m, bits, where="mid", color="0.4", linewidth=1.2, label=f"bit {j} (flips every {2 ** j})")
-        (clock,) = ax.plot(fine, (1 - np.cos(np.pi * (fine + 0.5 - 2.0 ** (j - 1)) / 2 ** j)) / 2, color=pair_color(j),
-                           linewidth=1.8, label=f"clock, period {2 ** (j + 1)} tokens")
+        ax.step(m, bits, where="mid", color="0.4", linewidth=1.2, label=f"bit {j} (flips every {2**j})")
+        (clock,) = ax.plot(
+            fine,
+            (1 - np.cos(np.pi * (fine + 0.5 - 2.0 ** (j - 1)) / 2**j)) / 2,
+            color=pair_color(j),
+            linewidth=1.8,
+            label=f"clock, period {2 ** (j + 1)} tokens",
+        )
         clocks.append(clock)
         ax.set_ylim(-0.15, 1.15)
         ax.set_yticks([0, 1])
@@ -298,8 +358,15 @@ def many_clocks(base: float = 10000.0, d: int = 64, n_positions: int = 512, max_
     n_positions = check_int("n_positions", n_positions, minimum=2)
     max_shift = check_int("max_shift", max_shift, minimum=2)
     fig, (map_ax, period_ax, dist_ax) = new_figure(10.5, 3.7, ncols=3)
-    image = map_ax.imshow(np.zeros((n_positions, 2)), cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto",
-                          interpolation="nearest", extent=(0.0, 1.0, n_positions - 0.5, -0.5))
+    image = map_ax.imshow(
+        np.zeros((n_positions, 2)),
+        cmap="RdBu_r",
+        vmin=-1,
+        vmax=1,
+        aspect="auto",
+        interpolation="nearest",
+        extent=(0.0, 1.0, n_positions - 0.5, -0.5),
+    )
     colorbar = fig.colorbar(image, ax=map_ax, fraction=0.046, pad=0.03, ticks=[-1, 0, 1])
     colorbar.set_label("entry p_m[j]", fontsize=8, labelpad=-2)
     map_ax.set_xlabel("dimension / d  (fast → slow)")
@@ -320,9 +387,12 @@ def many_clocks(base: float = 10000.0, d: int = 64, n_positions: int = 512, max_
     dist_ax.set_xscale("log")
     dist_ax.set_xlim(1, max_shift)
     dist_ax.set_ylim(0.0, 2.05)
-    (curve,) = dist_ax.plot(shifts, np.zeros(len(shifts)), color=pair_color(0), linewidth=0.8,
-                            label="gap ‖p(m+Δ) − p(m)‖ / ‖p(m)‖")
-    (neighbour,) = dist_ax.plot([1, max_shift], [0, 0], "--", color="0.4", linewidth=1.0, label="neighbours' gap, Δ = 1")
+    (curve,) = dist_ax.plot(
+        shifts, np.zeros(len(shifts)), color=pair_color(0), linewidth=0.8, label="gap ‖p(m+Δ) − p(m)‖ / ‖p(m)‖"
+    )
+    (neighbour,) = dist_ax.plot(
+        [1, max_shift], [0, 0], "--", color="0.4", linewidth=1.0, label="neighbours' gap, Δ = 1"
+    )
     (closest,) = dist_ax.plot([], [], "o", color="crimson", markersize=7, label="closest pair")
     dist_ax.set_xlabel("offset Δ (tokens, log scale)")
     dist_ax.title.set_fontsize(10)
@@ -339,7 +409,9 @@ def many_clocks(base: float = 10000.0, d: int = 64, n_positions: int = 512, max_
         # The same formulas as sinusoidal_pe and shift_distance (the tests compare them), in numpy:
         # single-threaded, it stays fast while a slider moves on a busy machine.
         angle = np.outer(np.arange(n_positions), theta)  # (T, d/2)
-        image.set_data(np.stack((np.sin(angle), np.cos(angle)), axis=-1).reshape(n_positions, d))  # (T, d/2, 2) -> (T, d)
+        image.set_data(
+            np.stack((np.sin(angle), np.cos(angle)), axis=-1).reshape(n_positions, d)
+        )  # (T, d/2, 2) -> (T, d)
         exponent = np.arange(0, d, 2) / d  # (d/2,)
         periods.set_offsets(np.column_stack((exponent, 2 * math.pi / theta)))
         periods.set_color([pair_color(i) for i in range(d // 2)])
@@ -353,14 +425,22 @@ def many_clocks(base: float = 10000.0, d: int = 64, n_positions: int = 512, max_
         closest.set_data([best + 1], [distance[best]])
         period_ax.title.set_text(f"b = {base:,.0f}, d = {d}: longest period {2 * math.pi / theta[-1]:,.0f}")
         alarm = distance[best] < distance[0]
-        dist_ax.title.set_text(f"closest pair: Δ = {best + 1}, gap / norm {distance[best]:.3f}"
-                               + ("\ncloser than neighbours" if alarm else "\n(neighbours)"))
+        dist_ax.title.set_text(
+            f"closest pair: Δ = {best + 1}, gap / norm {distance[best]:.3f}"
+            + ("\ncloser than neighbours" if alarm else "\n(neighbours)")
+        )
         dist_ax.title.set_color("crimson" if alarm else "black")
         return None
 
     params = {"base": float(base), "d": int(d), "n_positions": n_positions, "max_shift": max_shift}
     update(**params)
-    artists = {"image": image, "periods": periods, "curve": curve, "neighbour": neighbour, "closest": closest,
-               "found": found}
+    artists = {
+        "image": image,
+        "periods": periods,
+        "curve": curve,
+        "neighbour": neighbour,
+        "closest": closest,
+        "found": found,
+    }
     animated = [image, periods, curve, neighbour, closest, period_ax.title, dist_ax.title]
     return Drawing("many_clocks", fig, update, params, artists, animated)

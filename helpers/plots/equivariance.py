@@ -49,9 +49,19 @@ def attention_pair(weights_a, weights_b, labels_a, labels_b, *, titles=("sentenc
     labels = (_labels("labels_a", labels_a, size), _labels("labels_b", labels_b, size))
     fig, axes = new_figure(8.4, 3.8, ncols=2)
     images = []
-    for ax, weights, names, title in zip(axes, (a, b), labels, titles):
-        image = heatmap(ax, weights, title=title, xlabel="key (attended to)", ylabel="query (attending)",
-                        cmap="Blues", symmetric=False, colorbar=False, vmin=0.0, vmax=1.0)
+    for ax, weights, names, title in zip(axes, (a, b), labels, titles, strict=True):
+        image = heatmap(
+            ax,
+            weights,
+            title=title,
+            xlabel="key (attended to)",
+            ylabel="query (attending)",
+            cmap="Blues",
+            symmetric=False,
+            colorbar=False,
+            vmin=0.0,
+            vmax=1.0,
+        )
         fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="attention weight")
         ax.set_xticks(range(size), names)
         ax.set_yticks(range(size), names)
@@ -59,8 +69,15 @@ def attention_pair(weights_a, weights_b, labels_a, labels_b, *, titles=("sentenc
             for row in range(size):
                 for col in range(size):
                     value = weights[row, col]
-                    ax.text(col, row, f"{value:.2f}", ha="center", va="center", fontsize=9,
-                            color="white" if value > 0.6 else "black")
+                    ax.text(
+                        col,
+                        row,
+                        f"{value:.2f}",
+                        ha="center",
+                        va="center",
+                        fontsize=9,
+                        color="white" if value > 0.6 else "black",
+                    )
         images.append(image)
     fig.subplots_adjust(left=0.1, right=0.9, bottom=0.16, top=0.88, wspace=0.7)
     return Drawing("attention_pair", fig, lambda: None, {}, {"images": images})
@@ -92,17 +109,26 @@ def gram_matrices(grams: dict, pairs=((10, 12), (100, 102))) -> Drawing:
     fig, axes = new_figure(3.9 * len(matrices) + 0.8, 3.6 + 0.2 * len(pairs), ncols=len(matrices))
     axes = np.atleast_1d(axes)
     images = []
-    for ax, (name, matrix) in zip(axes, matrices.items()):
+    for ax, (name, matrix) in zip(axes, matrices.items(), strict=True):
         values = "\n".join(f"G{pair} = {matrix[pair]:+.3f}" for pair in pairs)
-        image = heatmap(ax, matrix, title=f"{name}\n{values}", xlabel="position n (tokens)", ylabel="position m (tokens)",
-                        vmin=-1.0, vmax=1.0, symmetric=False, colorbar=False)
+        image = heatmap(
+            ax,
+            matrix,
+            title=f"{name}\n{values}",
+            xlabel="position n (tokens)",
+            ylabel="position m (tokens)",
+            vmin=-1.0,
+            vmax=1.0,
+            symmetric=False,
+            colorbar=False,
+        )
         ax.title.set_fontsize(9)
         for m, n in pairs:
-            ax.plot([n], [m], "o", markersize=10, markerfacecolor="none", markeredgecolor="black",
-                    markeredgewidth=1.5)
+            ax.plot([n], [m], "o", markersize=10, markerfacecolor="none", markeredgecolor="black", markeredgewidth=1.5)
         images.append(image)
-    fig.subplots_adjust(left=0.06, right=0.9, bottom=0.13, top=1.0 - (0.25 + 0.2 * (len(pairs) + 1)) / fig.get_figheight(),
-                        wspace=0.3)
+    fig.subplots_adjust(
+        left=0.06, right=0.9, bottom=0.13, top=1.0 - (0.25 + 0.2 * (len(pairs) + 1)) / fig.get_figheight(), wspace=0.3
+    )
     top = axes[0].get_position()
     cax = fig.add_axes((0.92, top.y0, 0.012, top.height))
     fig.colorbar(images[-1], cax=cax, label="p_mᵀ p_n (unit vectors)")

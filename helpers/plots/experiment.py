@@ -54,15 +54,22 @@ def extrapolation_panorama(results: dict, *, task: str | None = None, band: str 
     n_seeds = len(results["seeds"])
     fig, axes = new_figure(10.0, 4.2, ncols=2)
     lines, bands = {}, {}
-    for ax, metric in zip(axes, _METRICS):
+    for ax, metric in zip(axes, _METRICS, strict=True):
         for scheme in results["schemes"]:
-            (line,) = ax.plot(lengths, np.zeros(len(lengths)), "-o", color=SCHEME_COLORS.get(scheme, "k"), markersize=4,
-                              label=SCHEME_LABELS.get(scheme, scheme))
+            (line,) = ax.plot(
+                lengths,
+                np.zeros(len(lengths)),
+                "-o",
+                color=SCHEME_COLORS.get(scheme, "k"),
+                markersize=4,
+                label=SCHEME_LABELS.get(scheme, scheme),
+            )
             lines[(metric, scheme)] = line
         for scheme in results["schemes"]:
             zeros = np.zeros(len(lengths))
-            bands[(metric, scheme)] = ax.fill_between(lengths, zeros, zeros, color=SCHEME_COLORS.get(scheme, "k"),
-                                                      alpha=0.18, linewidth=0)
+            bands[(metric, scheme)] = ax.fill_between(
+                lengths, zeros, zeros, color=SCHEME_COLORS.get(scheme, "k"), alpha=0.18, linewidth=0
+            )
         ax.axvline(train_length, color="0.5", linestyle="--", linewidth=1.0)
         ax.set_xscale("log", base=2)
         ax.set_xticks(lengths, [str(t) for t in lengths])
@@ -75,15 +82,24 @@ def extrapolation_panorama(results: dict, *, task: str | None = None, band: str 
     axes[1].set_ylabel("cross-entropy (nats per token)")
     axes[1].set_title("loss (lower is better)")
     axes[1].set_yscale("symlog", linthresh=0.1)
-    top = max(all_summary[k][s][str(t)]["loss_max"] for k in results["tasks"] for s in results["schemes"]
-              for t in lengths)
+    top = max(
+        all_summary[k][s][str(t)]["loss_max"] for k in results["tasks"] for s in results["schemes"] for t in lengths
+    )
     axes[1].set_ylim(0.0, top * 1.3)
     for ax in axes:
-        ax.text(train_length * 1.05, 0.97, f"L = {train_length}", color="0.4", fontsize=8, va="top",
-                transform=ax.get_xaxis_transform())
+        ax.text(
+            train_length * 1.05,
+            0.97,
+            f"L = {train_length}",
+            color="0.4",
+            fontsize=8,
+            va="top",
+            transform=ax.get_xaxis_transform(),
+        )
     handles = [lines[("accuracy", scheme)] for scheme in results["schemes"]]
-    fig.legend(handles=handles, loc="lower center", ncols=len(handles), fontsize=9, frameon=False,
-               bbox_to_anchor=(0.5, 0.0))
+    fig.legend(
+        handles=handles, loc="lower center", ncols=len(handles), fontsize=9, frameon=False, bbox_to_anchor=(0.5, 0.0)
+    )
     note = fig.text(0.5, 0.885, "", ha="center", va="bottom", fontsize=8, color="0.3")
     fig.subplots_adjust(left=0.07, right=0.98, bottom=0.24, top=0.8, wspace=0.25)
     title = fig.suptitle("")
@@ -97,8 +113,9 @@ def extrapolation_panorama(results: dict, *, task: str | None = None, band: str 
         summary = all_summary[task]
         for (metric, scheme), line in lines.items():
             line.set_ydata([summary[scheme][str(t)][f"{metric}_mean"] for t in lengths])
-        title.set_text(f"Task: {_TASK_TITLES.get(task, task).format(lag=lag)}. "
-                       f"Trained at L = {train_length}, tested at 1x-8x L")
+        title.set_text(
+            f"Task: {_TASK_TITLES.get(task, task).format(lag=lag)}. Trained at L = {train_length}, tested at 1x-8x L"
+        )
         for metric in _METRICS:
             for scheme in results["schemes"]:
                 rows = [summary[scheme][str(t)] for t in lengths]
@@ -126,8 +143,9 @@ def _head_weights(model, tokens: torch.Tensor, layer: int, head: int) -> np.ndar
     return weights[layer][0, head].double().cpu().numpy()
 
 
-def attention_maps(models: dict, tokens: torch.Tensor, heads: dict, *, length: int, train_length: int,
-                   window: int = 32) -> Drawing:
+def attention_maps(
+    models: dict, tokens: torch.Tensor, heads: dict, *, length: int, train_length: int, window: int = 32
+) -> Drawing:
     """Attention maps of trained models on one sequence, at an evaluation length.
 
     Args:
@@ -150,14 +168,20 @@ def attention_maps(models: dict, tokens: torch.Tensor, heads: dict, *, length: i
     fig, axes = new_figure(5.0 * len(schemes), 3.6, ncols=len(schemes))
     axes = np.atleast_1d(axes)
     images, marks = {}, {}
-    for ax, scheme in zip(axes, schemes):
-        images[scheme] = ax.imshow(np.zeros((1, 1)), cmap="magma", norm=PowerNorm(0.5, vmin=0.0, vmax=1.0),
-                                   aspect="auto", interpolation="nearest")
+    for ax, scheme in zip(axes, schemes, strict=True):
+        images[scheme] = ax.imshow(
+            np.zeros((1, 1)),
+            cmap="magma",
+            norm=PowerNorm(0.5, vmin=0.0, vmax=1.0),
+            aspect="auto",
+            interpolation="nearest",
+        )
         (marks[scheme],) = ax.plot([], [], color="cyan", linestyle="--", linewidth=1.0)
         ax.set_xlabel("key position (tokens)")
         ax.set_ylabel("query position (tokens)")
-    bar = fig.colorbar(images[schemes[0]], ax=list(axes), fraction=0.03, pad=0.02,
-                       label="attention weight (square-root scale)")
+    bar = fig.colorbar(
+        images[schemes[0]], ax=list(axes), fraction=0.03, pad=0.02, label="attention weight (square-root scale)"
+    )
     bar.set_ticks([0.0, 0.01, 0.05, 0.2, 0.5, 1.0])
     fig.subplots_adjust(left=0.08, right=0.86, bottom=0.15, top=0.78, wspace=0.3)
     title = fig.suptitle("")
@@ -167,7 +191,7 @@ def attention_maps(models: dict, tokens: torch.Tensor, heads: dict, *, length: i
         if length > tokens.shape[0]:
             raise ValueError(f"length must be <= {tokens.shape[0]} (the sequence given), got {length}")
         rows = min(window, length)
-        for ax, scheme in zip(axes, schemes):
+        for ax, scheme in zip(axes, schemes, strict=True):
             layer, head = heads[scheme]
             weights = _head_weights(models[scheme], tokens[:length], layer, head)[-rows:]  # (rows, T)
             images[scheme].set_data(weights)
@@ -179,10 +203,15 @@ def attention_maps(models: dict, tokens: torch.Tensor, heads: dict, *, length: i
             ax.set_ylim(length - 0.5, length - rows - 0.5)
             label = {"rope": "RoPE", "alibi": "ALiBi"}.get(scheme, scheme)
             ax.set_title(f"{label}, layer {layer + 1} head {head + 1}", fontsize=10)
-        second = (f"dashed: keys {train_length} tokens back; farther keys are at distances never trained"
-                  if length > train_length else "every distance here was seen in training")
-        title.set_text(f"Last {rows} queries of a length-{length} sequence ({length / train_length:g}x the training "
-                       f"length)\n{second}")
+        second = (
+            f"dashed: keys {train_length} tokens back; farther keys are at distances never trained"
+            if length > train_length
+            else "every distance here was seen in training"
+        )
+        title.set_text(
+            f"Last {rows} queries of a length-{length} sequence ({length / train_length:g}x the training "
+            f"length)\n{second}"
+        )
         return FULL
 
     update(length)

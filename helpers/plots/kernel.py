@@ -92,10 +92,28 @@ class _ClockPair:
         self.total = None
         if text_ax is not None:
             for k in range(max_hands):
-                self.lines.append(text_ax.text(0.0, 0.86 - 0.2 * k, "", fontsize=fontsize, transform=text_ax.transAxes,
-                                               va="center", ha="left", family="monospace"))
-            self.total = text_ax.text(0.0, 0.86 - 0.2 * max_hands, "", fontsize=fontsize,
-                                      transform=text_ax.transAxes, va="center", ha="left", family="monospace")
+                self.lines.append(
+                    text_ax.text(
+                        0.0,
+                        0.86 - 0.2 * k,
+                        "",
+                        fontsize=fontsize,
+                        transform=text_ax.transAxes,
+                        va="center",
+                        ha="left",
+                        family="monospace",
+                    )
+                )
+            self.total = text_ax.text(
+                0.0,
+                0.86 - 0.2 * max_hands,
+                "",
+                fontsize=fontsize,
+                transform=text_ax.transAxes,
+                va="center",
+                ha="left",
+                family="monospace",
+            )
             text_ax.axis("off")
         if bar_ax is not None:
             self.bars = list(bar_ax.bar(range(max_hands), np.zeros(max_hands), width=0.6))
@@ -103,8 +121,7 @@ class _ClockPair:
             bar_ax.set_xticks([])
             # Each bar named "i = .., θ = .." below the lowest bar, inside the axes: as animated text
             # it is redrawn with the bars (blitted), where tick labels would need the whole figure.
-            self.bar_names = [bar_ax.text(k, -1.12, "", ha="center", va="top", fontsize=7)
-                              for k in range(max_hands)]
+            self.bar_names = [bar_ax.text(k, -1.12, "", ha="center", va="top", fontsize=7) for k in range(max_hands)]
             bar_ax.set_ylim(-1.45, 1.05)
             bar_ax.set_yticks([-1.0, -0.5, 0.0, 0.5, 1.0])
             bar_ax.set_ylabel("vote cos(|Δ|θ_i)", fontsize=8)
@@ -121,7 +138,7 @@ class _ClockPair:
     def update(self, delta: int, d: int, base: float, hands: tuple[int, ...]) -> dict:
         theta = frequencies(d, base).numpy()  # (d/2,)
         cosines = {}
-        for k, (ref, cmp) in enumerate(zip(self.ref_hands, self.cmp_hands)):
+        for k, (ref, cmp) in enumerate(zip(self.ref_hands, self.cmp_hands, strict=True)):
             shown = k < len(hands)
             partners = [ref, cmp] + ([self.lines[k]] if self.lines else []) + ([self.bars[k]] if self.bars else [])
             for artist in partners:
@@ -137,7 +154,8 @@ class _ClockPair:
                 artist.set_color(pair_color(i))
             if self.lines:
                 self.lines[k].set_text(
-                    f"i={i:<3d} θ_i={theta[i]:<6.2g} |Δ|θ_i = {angle:7.3f} rad   cos = {cosines[i]:+.3f}")
+                    f"i={i:<3d} θ_i={theta[i]:<6.2g} |Δ|θ_i = {angle:7.3f} rad   cos = {cosines[i]:+.3f}"
+                )
             if self.bars:
                 self.bars[k].set_height(cosines[i])
         if self.bars:
@@ -174,10 +192,21 @@ def paired_clocks(distances=(1, 3, 5), d: int = 8, base: float = 10000.0, hands=
     height = 1.9 * rows + 0.5
     fig = new_figure(8.0, height)[0]
     fig.clear()  # the rows are laid out on a grid of our own
-    grid = fig.add_gridspec(rows, 3, width_ratios=[1.0, 1.0, 2.6], left=0.01, right=0.99, top=1 - 0.55 / height,
-                            bottom=0.02, wspace=0.08, hspace=0.3)
-    pairs = [_ClockPair(fig.add_subplot(grid[r, 0]), fig.add_subplot(grid[r, 1]), text_ax=fig.add_subplot(grid[r, 2]))
-             for r in range(rows)]
+    grid = fig.add_gridspec(
+        rows,
+        3,
+        width_ratios=[1.0, 1.0, 2.6],
+        left=0.01,
+        right=0.99,
+        top=1 - 0.55 / height,
+        bottom=0.02,
+        wspace=0.08,
+        hspace=0.3,
+    )
+    pairs = [
+        _ClockPair(fig.add_subplot(grid[r, 0]), fig.add_subplot(grid[r, 1]), text_ax=fig.add_subplot(grid[r, 2]))
+        for r in range(rows)
+    ]
     fig.suptitle("Paired clock faces: hand i of the compared position is turned by |Δ|θ_i", fontsize=10)
 
     def update(distances, d, base, hands):
@@ -189,14 +218,18 @@ def paired_clocks(distances=(1, 3, 5), d: int = 8, base: float = 10000.0, hands=
         chosen = _check_hands(hands, d)
         if len(chosen) > 3:
             raise ValueError(f"at most three hands can be drawn, got {chosen}")
-        for pair, delta in zip(pairs, distances):
+        for pair, delta in zip(pairs, distances, strict=True):
             pair.update(delta, d, base, chosen)
         return None
 
     params = {"distances": distances, "d": d, "base": base, "hands": None if hands is None else tuple(hands)}
     update(**params)
-    artists = {"cmp_hands": [p.cmp_hands for p in pairs], "ref_hands": [p.ref_hands for p in pairs],
-               "texts": [p.lines for p in pairs], "totals": [p.total for p in pairs]}
+    artists = {
+        "cmp_hands": [p.cmp_hands for p in pairs],
+        "ref_hands": [p.ref_hands for p in pairs],
+        "texts": [p.lines for p in pairs],
+        "totals": [p.total for p in pairs],
+    }
     return Drawing("paired_clocks", fig, update, params, artists)
 
 
@@ -216,10 +249,18 @@ def kernel_curves(ds=(8, 64, 512), base: float = 10000.0, max_delta: int = 100_0
     axes = np.atleast_1d(fig.subplots(len(ds), 1, sharex=True))
     delta = np.arange(1, max_delta + 1, dtype=np.float64)  # (N,)
     lines, continuous = [], []
-    for ax, d in zip(axes, ds):
-        (line,) = ax.plot(delta, np.zeros_like(delta), color="#6a51a3", linewidth=0.6, label=f"finite sum κ_d(Δ), d = {d}")
-        (curve,) = ax.plot(delta, np.zeros_like(delta), color="black", linewidth=1.8, linestyle="--",
-                           label="continuous ∫₀¹ cos(Δ b^(-t)) dt (article 000, Figure 2)")
+    for ax, d in zip(axes, ds, strict=True):
+        (line,) = ax.plot(
+            delta, np.zeros_like(delta), color="#6a51a3", linewidth=0.6, label=f"finite sum κ_d(Δ), d = {d}"
+        )
+        (curve,) = ax.plot(
+            delta,
+            np.zeros_like(delta),
+            color="black",
+            linewidth=1.8,
+            linestyle="--",
+            label="continuous ∫₀¹ cos(Δ b^(-t)) dt (article 000, Figure 2)",
+        )
         ax.axhline(0.0, color="0.6", linewidth=0.8)
         ax.set_xscale("log")
         ax.set_xlim(1, max_delta)
@@ -229,17 +270,19 @@ def kernel_curves(ds=(8, 64, 512), base: float = 10000.0, max_delta: int = 100_0
         lines.append(line)
         continuous.append(curve)
     axes[-1].set_xlabel("offset |Δ| = |m − n| (tokens, log scale)")
-    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.5 / (1.0 + 1.9 * len(ds)), top=1 - 0.45 / (1.0 + 1.9 * len(ds)),
-                        hspace=0.12)
+    fig.subplots_adjust(
+        left=0.08, right=0.98, bottom=0.5 / (1.0 + 1.9 * len(ds)), top=1 - 0.45 / (1.0 + 1.9 * len(ds)), hspace=0.12
+    )
 
     def update(base):
         base = check_base("base", base)
         curve = continuous_kernel(torch.from_numpy(delta), base).numpy()
-        for line, line_c, d in zip(lines, continuous, ds):
+        for line, line_c, d in zip(lines, continuous, ds, strict=True):
             line.set_ydata(position_kernel(torch.from_numpy(delta), d, base).numpy())
             line_c.set_ydata(curve)
-        fig.suptitle(f"Normalised kernel κ_d(Δ), base b = {base:g}: finite sums (purple) and the continuous curve",
-                     fontsize=10)
+        fig.suptitle(
+            f"Normalised kernel κ_d(Δ), base b = {base:g}: finite sums (purple) and the continuous curve", fontsize=10
+        )
         return FULL
 
     params = {"base": base}
@@ -260,14 +303,25 @@ def kernel_and_clocks(d: int = 64, base: float = 10000.0, delta: int = 5, max_de
     max_delta = check_int("max_delta", max_delta, minimum=2)
     fig = new_figure(9.0, 4.0)[0]
     fig.clear()  # kernel on the left, clock faces and their cosines on the right
-    grid = fig.add_gridspec(2, 3, height_ratios=[1.5, 1.0], width_ratios=[2.3, 1.0, 1.0], left=0.08, right=0.98,
-                            top=0.84, bottom=0.12, wspace=0.25, hspace=0.35)
+    grid = fig.add_gridspec(
+        2,
+        3,
+        height_ratios=[1.5, 1.0],
+        width_ratios=[2.3, 1.0, 1.0],
+        left=0.08,
+        right=0.98,
+        top=0.84,
+        bottom=0.12,
+        wspace=0.25,
+        hspace=0.35,
+    )
     ax = fig.add_subplot(grid[:, 0])
     pair = _ClockPair(fig.add_subplot(grid[0, 1]), fig.add_subplot(grid[0, 2]), bar_ax=fig.add_subplot(grid[1, 1:]))
     xs = np.arange(0, max_delta + 1, dtype=np.float64)  # (N,)
     (kernel_line,) = ax.plot(xs, np.zeros_like(xs), color="#54278f", linewidth=1.0, label="finite sum κ_d(Δ)")
-    (continuous,) = ax.plot(xs, np.zeros_like(xs), color="black", linestyle="--", linewidth=1.6,
-                            label="continuous (Ci(Δ) - Ci(Δ/b)) / ln b")
+    (continuous,) = ax.plot(
+        xs, np.zeros_like(xs), color="black", linestyle="--", linewidth=1.6, label="continuous (Ci(Δ) - Ci(Δ/b)) / ln b"
+    )
     (marker,) = ax.plot([], [], "o", color="crimson", markersize=7, label="current Δ")
     ax.axhline(0.0, color="0.6", linewidth=0.8)
     ax.set_xlim(0, max_delta)
@@ -292,8 +346,14 @@ def kernel_and_clocks(d: int = 64, base: float = 10000.0, delta: int = 5, max_de
 
     params = {"d": check_even_dim("d", d), "base": check_base("base", base), "delta": check_int("delta", delta)}
     update(**params)
-    artists = {"kernel": kernel_line, "continuous": continuous, "marker": marker, "cmp_hands": pair.cmp_hands,
-               "bars": pair.bars, "title": title}
+    artists = {
+        "kernel": kernel_line,
+        "continuous": continuous,
+        "marker": marker,
+        "cmp_hands": pair.cmp_hands,
+        "bars": pair.bars,
+        "title": title,
+    }
     animated = [kernel_line, continuous, marker, title, *pair.artists()]
     return Drawing("kernel_and_clocks", fig, update, params, artists, animated)
 
@@ -321,8 +381,7 @@ def continuous_kernel_curve(base: float = 10000.0, max_delta: int = 1_000_000) -
     shown = np.unique(np.concatenate((np.geomspace(1.0, max_delta, 3000), [float(max_delta)])))  # (M,) log grid
     (curve,) = log_ax.plot(shown, np.zeros_like(shown), color="black", linewidth=1.6)
     (close_up,) = lin_ax.plot([], [], color="black", linewidth=1.4, label="κ(Δ), continuous")
-    (trend,) = lin_ax.plot([], [], color="#6a51a3", linewidth=1.0, linestyle="--",
-                           label="slow trend −Ci(Δ/b) / ln b")
+    (trend,) = lin_ax.plot([], [], color="#6a51a3", linewidth=1.0, linestyle="--", label="slow trend −Ci(Δ/b) / ln b")
     (minimum,) = lin_ax.plot([], [], "v", color="crimson", markersize=7, label="lowest point")
     (crossings,) = lin_ax.plot([], [], "o", color="#2b8cbe", markersize=6, label="sign changes")
     for ax in (log_ax, lin_ax):
@@ -367,12 +426,20 @@ def continuous_kernel_curve(base: float = 10000.0, max_delta: int = 1_000_000) -
             minimum.set_data([found["minimum_at"]], [found["minimum"]])
         depth = max(0.02, -(found["minimum"] or 0.0))
         lin_ax.set_ylim(-1.6 * depth, 2.4 * depth)
-        lin_ax.set_title(f"close-up, b = {base:g}: lowest point {found['minimum'] or 0:+.5f} "
-                         f"at |Δ| = {found['minimum_at'] or 0:,}", fontsize=10)
+        lin_ax.set_title(
+            f"close-up, b = {base:g}: lowest point {found['minimum'] or 0:+.5f} at |Δ| = {found['minimum_at'] or 0:,}",
+            fontsize=10,
+        )
         return FULL
 
     params = {"base": base}
     update(**params)
-    artists = {"curve": curve, "close_up": close_up, "trend": trend, "minimum": minimum, "crossings": crossings,
-               "found": found}
+    artists = {
+        "curve": curve,
+        "close_up": close_up,
+        "trend": trend,
+        "minimum": minimum,
+        "crossings": crossings,
+        "found": found,
+    }
     return Drawing("continuous_kernel_curve", fig, update, params, artists)

@@ -66,8 +66,14 @@ def rope_rotation(theta_deg: float = 30.0, m: int = 2) -> Drawing:
 
     params = {"theta_deg": float(theta_deg), "m": int(m)}
     update(**params)
-    return Drawing("rope_rotation", fig, update, params, {"hand": hand, "steps": steps},
-                   animated=[steps, arc, hand, tip, label, ax.title])
+    return Drawing(
+        "rope_rotation",
+        fig,
+        update,
+        params,
+        {"hand": hand, "steps": steps},
+        animated=[steps, arc, hand, tip, label, ax.title],
+    )
 
 
 def _upper_bound(distance: np.ndarray, theta: np.ndarray) -> np.ndarray:
@@ -91,8 +97,9 @@ def rope_upper_bound(bases=(100.0, 10000.0, 500000.0), d: int = 128, max_distanc
     lines = {}
     for k, base in enumerate(bases):
         theta = _rope.rope_frequencies(d, base)[0].numpy()
-        lines[base] = ax.plot(distance, _upper_bound(distance, theta), color=pair_color(k),
-                              linewidth=1.2, label=f"base b = {base:,.0f}")[0]
+        lines[base] = ax.plot(
+            distance, _upper_bound(distance, theta), color=pair_color(k), linewidth=1.2, label=f"base b = {base:,.0f}"
+        )[0]
     ax.set_xscale("log")
     ax.set_xlabel("offset Δ = m - n (tokens, log scale)")
     ax.set_ylabel("relative upper bound")
@@ -112,9 +119,16 @@ def rope_wavelengths(bases=(10000.0, 500000.0, 1000000.0), d: int = 128, context
     lines = {}
     for k, base in enumerate(bases):
         theta = _rope.rope_frequencies(d, base)[0].numpy()
-        lines[base] = ax.plot(i, 2.0 * math.pi / theta, "o-", markersize=2.5, color=pair_color(k), linewidth=1.2,
-                              label=f"b = {base:,.0f}: longest 2πb^((d-2)/d) = {2 * math.pi / theta[-1]:,.0f}")[0]
-    for context, style in zip(contexts, ("--", ":", "-.")):
+        lines[base] = ax.plot(
+            i,
+            2.0 * math.pi / theta,
+            "o-",
+            markersize=2.5,
+            color=pair_color(k),
+            linewidth=1.2,
+            label=f"b = {base:,.0f}: longest 2πb^((d-2)/d) = {2 * math.pi / theta[-1]:,.0f}",
+        )[0]
+    for context, style in zip(contexts, ("--", ":", "-."), strict=False):  # up to three contexts drawn
         ax.axhline(context, color="0.3", linestyle=style, linewidth=1.0, label=f"context {context:,} tokens")
     ax.set_yscale("log")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -149,8 +163,9 @@ def _scaling_dict(method: str, factor: float, original_len: int):
     return {"type": method, "factor": factor}
 
 
-def rope_scaling(base: float = 10000.0, factor: float = 4.0, method: str = "yarn", d: int = 128,
-                 original_len: int = 2048) -> Drawing:
+def rope_scaling(
+    base: float = 10000.0, factor: float = 4.0, method: str = "yarn", d: int = 128, original_len: int = 2048
+) -> Drawing:
     """Long-context scaling: per-pair frequency scale and the score out to the target length ``sL``.
 
     Left: ``θ'_i / θ_i`` against pair ``i`` for Position Interpolation (``"linear"``), NTK-aware
@@ -169,7 +184,7 @@ def rope_scaling(base: float = 10000.0, factor: float = 4.0, method: str = "yarn
     fig, (scale_ax, score_ax) = new_figure(9.0, 3.5, ncols=2)
     i = np.arange(d // 2)
     weight = np.random.default_rng(0).standard_normal((d // 2, 2))
-    weight = (weight ** 2).sum(axis=1)
+    weight = (weight**2).sum(axis=1)
     weight /= weight.sum()  # |q_i|^2 / |q|^2, (d/2,)
     state = {"span": None}  # the right end of the offset axis now drawn, in tokens
 
@@ -197,8 +212,9 @@ def rope_scaling(base: float = 10000.0, factor: float = 4.0, method: str = "yarn
     score_ax.axvline(original_len, color="0.2", linestyle="--", linewidth=1.0)
     score_ax.axvspan(original_len, 64 * original_len, color="0.5", alpha=0.08, linewidth=0)  # clipped by xlim
     score_ax.text(original_len * 0.93, 1.62, "training length L", fontsize=8, va="top", ha="right")
-    target = score_ax.axvline(factor * original_len, color="0.2", linestyle=":", linewidth=1.2,
-                              label="target length sL")
+    target = score_ax.axvline(
+        factor * original_len, color="0.2", linestyle=":", linewidth=1.2, label="target length sL"
+    )
     score_ax.set_xscale("log")
     score_ax.set_ylim(-0.6, 1.75)
     score_ax.set_xlabel(f"offset Δ = m - n (tokens, log scale; L = {original_len:,})")

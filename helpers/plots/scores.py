@@ -50,7 +50,7 @@ def score_example(T: int = 24, d_model: int = 64, seed: int = 0, *, dtype=torch.
     generator = torch.Generator().manual_seed(check_int("seed", seed))
     x = torch.randn(T, d_model, generator=generator, dtype=dtype)  # (T, d_model)
     p = sinusoidal_pe(T, d_model, dtype=dtype)  # (T, d_model)
-    scale = d_model ** -0.5
+    scale = d_model**-0.5
     w_q = torch.randn(d_model, d_model, generator=generator, dtype=dtype) * scale  # (d_k, d_model)
     w_k = torch.randn(d_model, d_model, generator=generator, dtype=dtype) * scale
     eye = torch.eye(d_model, dtype=dtype)
@@ -89,8 +89,10 @@ def score_term_maps(x, p, weights: dict, a: str = "general", content_weight: flo
     for key, (w_q, w_k) in weights.items():
         terms = score_terms(x, p, w_q, w_k)  # four (T, T)
         unit[key] = {name: terms[name].detach().cpu().double().numpy() for name in TERM_NAMES}
-    unit_spreads = {key: {name: float(toeplitz_spread(torch.from_numpy(m))) for name, m in terms.items()}
-                    for key, terms in unit.items()}
+    unit_spreads = {
+        key: {name: float(toeplitz_spread(torch.from_numpy(m))) for name, m in terms.items()}
+        for key, terms in unit.items()
+    }
     powers = {"content_content": 2, "content_position": 1, "position_content": 1, "position_position": 0}
 
     fig, axes = new_figure(9.0, 5.6, ncols=3, nrows=2)
@@ -98,9 +100,10 @@ def score_term_maps(x, p, weights: dict, a: str = "general", content_weight: flo
     labels = {**TERM_NAMES, "full": "full score  q_mᵀk_n"}
     places = [axes[0, 0], axes[0, 1], axes[1, 0], axes[1, 1], axes[0, 2]]
     images = {}
-    for name, ax in zip(names, places):
-        images[name] = ax.imshow(np.zeros((x.shape[0], x.shape[0])), cmap="RdBu_r", vmin=-1, vmax=1,
-                                 interpolation="nearest", aspect="equal")
+    for name, ax in zip(names, places, strict=True):
+        images[name] = ax.imshow(
+            np.zeros((x.shape[0], x.shape[0])), cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest", aspect="equal"
+        )
         ax.set_title(labels[name], fontsize=8.5)
         ax.set_xlabel("key position n", fontsize=8)
         ax.set_ylabel("query position m", fontsize=8)
@@ -110,8 +113,9 @@ def score_term_maps(x, p, weights: dict, a: str = "general", content_weight: flo
     bar_ax = axes[1, 2]
     short = ["c-c", "c-p", "p-c", "p-p", "full"]
     bars = bar_ax.bar(short, np.zeros(5), color=["0.55", "0.55", "0.55", "#6a51a3", "black"])
-    bar_labels = [bar_ax.text(bar.get_x() + bar.get_width() / 2, 0.0, "", ha="center", va="bottom", fontsize=7.5)
-                  for bar in bars]
+    bar_labels = [
+        bar_ax.text(bar.get_x() + bar.get_width() / 2, 0.0, "", ha="center", va="bottom", fontsize=7.5) for bar in bars
+    ]
     bar_ax.set_ylim(0, 1.15)
     bar_ax.set_yticks([0, 0.25, 0.5, 0.75, 1.0])
     bar_ax.set_ylabel("spread along diagonals", fontsize=8)
@@ -139,8 +143,10 @@ def score_term_maps(x, p, weights: dict, a: str = "general", content_weight: flo
             bars[k].set_height(spreads[name])
             bar_labels[k].set_text(f"{spreads[name]:.2f}")
             bar_labels[k].set_y(spreads[name] + 0.01)
-        suptitle.set_text(f"The four terms of the score: A = '{a}', content weight {content_weight:.3g} "
-                          f"(spread of the full score {spreads['full']:.3f})")
+        suptitle.set_text(
+            f"The four terms of the score: A = '{a}', content weight {content_weight:.3g} "
+            f"(spread of the full score {spreads['full']:.3f})"
+        )
         return None
 
     params = {"a": a, "content_weight": float(content_weight)}

@@ -1,18 +1,26 @@
 """Slider explorers. Every public function named ``*_explorer`` returns an ``Explorer``;
 ``benchmarks/interactive_latency.py`` finds and times them all by that name."""
 
-from . import clocks as _clocks
-from . import kernel as _kernel
-from . import scores as _scores
-from . import rope as _rope
 from . import bias as _bias
+from . import clocks as _clocks
 from . import experiment as _experiment
+from . import kernel as _kernel
+from . import rope as _rope
+from . import scores as _scores
 from ._explorer import Explorer
-from .clocks import *  # noqa: F401,F403
-from .kernel import *  # noqa: F401,F403
-from .scores import *  # noqa: F401,F403
-from .rope import *  # noqa: F401,F403
 from .bias import *  # noqa: F401,F403
+from .clocks import *  # noqa: F401,F403
 from .experiment import *  # noqa: F401,F403
+from .kernel import *  # noqa: F401,F403
+from .rope import *  # noqa: F401,F403
+from .scores import *  # noqa: F401,F403
 
-__all__ = ["Explorer", *_clocks.__all__, *_kernel.__all__, *_scores.__all__, *_rope.__all__, *_bias.__all__, *_experiment.__all__]
+__all__ = [
+    "Explorer",
+    *_clocks.__all__,
+    *_kernel.__all__,
+    *_scores.__all__,
+    *_rope.__all__,
+    *_bias.__all__,
+    *_experiment.__all__,
+]

@@ -37,7 +37,7 @@ class Explorer(ipywidgets.VBox):
         self.drawing = drawing
         self.controls = dict(controls)
         self.last_update_s: float | None = None
-        for name, control in self.controls.items():
+        for control in self.controls.values():
             if hasattr(control, "continuous_update"):
                 control.continuous_update = continuous_update
             control.style.description_width = "initial"

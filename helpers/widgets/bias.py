@@ -18,8 +18,9 @@ def alibi_explorer(n_heads: int = 8, head: int = 0, content: float = 0.0, max_he
     controls = {
         "n_heads": ipywidgets.IntSlider(value=n_heads, min=1, max=max_heads, description="heads H"),
         "head": ipywidgets.IntSlider(value=head, min=0, max=n_heads - 1, description="head h"),
-        "content": ipywidgets.FloatSlider(value=content, min=0.0, max=4.0, step=0.1, description="content strength",
-                                          readout_format=".1f"),
+        "content": ipywidgets.FloatSlider(
+            value=content, min=0.0, max=4.0, step=0.1, description="content strength", readout_format=".1f"
+        ),
     }
 
     def follow(change):

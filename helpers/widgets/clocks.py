@@ -12,8 +12,7 @@ from ._explorer import Explorer
 __all__ = ["one_clock_explorer", "many_clocks_explorer"]
 
 
-def one_clock_explorer(theta: float = math.pi / 4, m: int = 3, n_positions: int = 16,
-                       max_shift: int = 100) -> Explorer:
+def one_clock_explorer(theta: float = math.pi / 4, m: int = 3, n_positions: int = 16, max_shift: int = 100) -> Explorer:
     """Sliders for ``θ`` and the position ``m`` over ``plots.one_clock``.
 
     ``θ`` has two linked sliders: ``θ/2π`` in turns per token (steps of 0.001, from 0.01 to 0.5)
@@ -27,14 +26,25 @@ def one_clock_explorer(theta: float = math.pi / 4, m: int = 3, n_positions: int 
     offset ``k <= max_shift`` that brings the hand closest to where it started, and its gap.
     """
     controls = {
-        "theta": ipywidgets.FloatSlider(value=theta, min=2 * math.pi * 0.01, max=math.pi, step=0.01,
-                                        description="θ (rad/token)",
-                                        readout_format=".3f"),
+        "theta": ipywidgets.FloatSlider(
+            value=theta,
+            min=2 * math.pi * 0.01,
+            max=math.pi,
+            step=0.01,
+            description="θ (rad/token)",
+            readout_format=".3f",
+        ),
         "m": ipywidgets.IntSlider(value=m, min=0, max=n_positions - 1, description="position m"),
     }
     explorer = Explorer(plots.one_clock(theta=theta, m=m, n_positions=n_positions, max_shift=max_shift), controls)
-    turns = ipywidgets.FloatSlider(value=theta / (2 * math.pi), min=0.01, max=0.5, step=0.001,
-                                   description="θ/2π (turns/token)", readout_format=".3f")
+    turns = ipywidgets.FloatSlider(
+        value=theta / (2 * math.pi),
+        min=0.01,
+        max=0.5,
+        step=0.001,
+        description="θ/2π (turns/token)",
+        readout_format=".3f",
+    )
     turns.style.description_width = "initial"
     radians = controls["theta"]
     busy = []  # set while one slider moves the other, so that the change does not bounce back
@@ -70,8 +80,9 @@ def many_clocks_explorer(base: float = 10000.0, d: int = 64) -> Explorer:
     smallest gap ``‖p_(m+Δ) - p_m‖`` between two distinct positions update together, when a slider is released.
     """
     controls = {
-        "base": ipywidgets.FloatLogSlider(value=base, base=10, min=1, max=6, step=0.1, description="base b",
-                                          readout_format=".3g"),
+        "base": ipywidgets.FloatLogSlider(
+            value=base, base=10, min=1, max=6, step=0.1, description="base b", readout_format=".3g"
+        ),
         # Only even widths exist (dimensions come in pairs): a selection slider cannot land on an odd one.
         "d": ipywidgets.SelectionSlider(value=d, options=list(range(4, 257, 2)), description="width d"),
     }

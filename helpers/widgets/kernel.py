@@ -15,8 +15,9 @@ def kernel_explorer(d: int = 64, base: float = 10000.0, delta: int = 5, max_delt
     ``plots.kernel_and_clocks``: the kernel, its continuous curve and the clock faces follow.
     The offset slider sets ``|Δ| = |m - n|`` (the kernel is even in ``Δ``)."""
     controls = {
-        "base": ipywidgets.FloatLogSlider(value=base, base=10, min=1, max=6, step=0.05, description="base b",
-                                          readout_format=".3g"),
+        "base": ipywidgets.FloatLogSlider(
+            value=base, base=10, min=1, max=6, step=0.05, description="base b", readout_format=".3g"
+        ),
         # even widths only (hands come in pairs): a selection slider cannot land on an odd d
         "d": ipywidgets.SelectionSlider(options=list(range(2, 514, 2)), value=d, description="width d"),
         "delta": ipywidgets.IntSlider(value=delta, min=0, max=max_delta, description="offset |Δ| (tokens)"),

@@ -32,8 +32,14 @@ NOTEBOOKS = REPO / "notebooks"
 ARTIFACTS = REPO / "artifacts"
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 
 # JupyterLab user settings for the test: {plugin id: settings}.
@@ -85,20 +91,32 @@ def lab(lab_root, tmp_path_factory):
     home = tmp_path_factory.mktemp("lab_home")
     _write_settings(home / "settings")
     port, token = _free_port(), secrets.token_hex(16)
-    env = dict(os.environ,
-               JUPYTERLAB_SETTINGS_DIR=str(home / "settings"),
-               JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
-               JUPYTER_RUNTIME_DIR=str(home / "runtime"),
-               # No user configuration or user kernels: the kernel is this environment's python3.
-               JUPYTER_CONFIG_DIR=str(home / "config"),
-               JUPYTER_DATA_DIR=str(home / "data"),
-               HELPERS_DEVICE=os.environ.get("HELPERS_DEVICE", "cpu"),
-               PYDEVD_DISABLE_FILE_VALIDATION="1")
+    env = dict(
+        os.environ,
+        JUPYTERLAB_SETTINGS_DIR=str(home / "settings"),
+        JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
+        JUPYTER_RUNTIME_DIR=str(home / "runtime"),
+        # No user configuration or user kernels: the kernel is this environment's python3.
+        JUPYTER_CONFIG_DIR=str(home / "config"),
+        JUPYTER_DATA_DIR=str(home / "data"),
+        HELPERS_DEVICE=os.environ.get("HELPERS_DEVICE", "cpu"),
+        PYDEVD_DISABLE_FILE_VALIDATION="1",
+    )
     command = [
-        sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
-        "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={lab_root}",
-        "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-        "--ServerApp.open_browser=False", "--ServerApp.terminals_enabled=False", "--LabApp.extension_manager=readonly",
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--no-browser",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={lab_root}",
+        "--LabApp.news_url=",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        "--ServerApp.open_browser=False",
+        "--ServerApp.terminals_enabled=False",
+        "--LabApp.extension_manager=readonly",
     ]
     if hasattr(os, "geteuid") and os.geteuid() == 0:  # CI runs as root in a throwaway machine
         command.append("--allow-root")
@@ -109,8 +127,10 @@ def lab(lab_root, tmp_path_factory):
         deadline = time.monotonic() + 120
         while True:
             if process.poll() is not None:
-                raise RuntimeError(f"JupyterLab exited with code {process.returncode}: "
-                                   + (home / "jupyterlab.log").read_text()[-3000:])
+                raise RuntimeError(
+                    f"JupyterLab exited with code {process.returncode}: "
+                    + (home / "jupyterlab.log").read_text()[-3000:]
+                )
             try:
                 with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2) as response:
                     if response.status == 200:
@@ -118,8 +138,9 @@ def lab(lab_root, tmp_path_factory):
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError("JupyterLab did not answer within 120 s: "
-                                   + (home / "jupyterlab.log").read_text()[-3000:])
+                raise RuntimeError(
+                    "JupyterLab did not answer within 120 s: " + (home / "jupyterlab.log").read_text()[-3000:]
+                )
             time.sleep(0.5)
         yield Lab(base, token, lab_root)
     finally:
@@ -181,11 +202,16 @@ def pytest_terminal_summary(terminalreporter):
         return
     write = terminalreporter.write_line
     terminalreporter.section("key press to repainted picture, JupyterLab in headless Chromium")
-    write(f"{'notebook':<30} {'explorer':<26} {'sliders':>7} {'presses':>7} {'median ms':>9} {'p95 ms':>7} "
-          f"{'paint ms':>8}  goal")
+    write(
+        f"{'notebook':<30} {'explorer':<26} {'sliders':>7} {'presses':>7} {'median ms':>9} {'p95 ms':>7} "
+        f"{'paint ms':>8}  goal"
+    )
     for row in _LATENCY_ROWS:
         ok = row["median_ms"] < 100 and row["p95_ms"] < 200
-        write(f"{row['notebook']:<30} {row['explorer']:<26} {row['sliders']:>7} {row['presses']:>7} "
-              f"{row['median_ms']:>9.1f} {row['p95_ms']:>7.1f} {row['browser_paint_median_ms']:>8.1f}  {'met' if ok else 'MISSED'}")
+        write(
+            f"{row['notebook']:<30} {row['explorer']:<26} {row['sliders']:>7} {row['presses']:>7} "
+            f"{row['median_ms']:>9.1f} {row['p95_ms']:>7.1f} {row['browser_paint_median_ms']:>8.1f}  "
+            f"{'met' if ok else 'MISSED'}"
+        )
     write("median, p95: key press to repainted picture; paint: new picture received to repainted (median).")
     write("goal: median < 100 ms and 95th percentile < 200 ms (reported, not asserted)")

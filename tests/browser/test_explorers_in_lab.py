@@ -40,8 +40,7 @@ SETTLE_S = 0.1  # quiet time after a repaint before the next key press
 def explorer_calls(path: Path) -> list[str]:
     """Names of the explorers a notebook calls, in order of appearance."""
     notebook = nbformat.read(path, as_version=4)
-    return [name for cell in notebook.cells if cell.cell_type == "code"
-            for name in EXPLORER_CALL.findall(cell.source)]
+    return [name for cell in notebook.cells if cell.cell_type == "code" for name in EXPLORER_CALL.findall(cell.source)]
 
 
 def explorer_notebooks() -> list[Path]:
@@ -101,8 +100,9 @@ def _kernel_ready(lab, name: str) -> bool:
     """The server has a session for this notebook whose kernel is idle."""
     with urllib.request.urlopen(f"{lab.base}/api/sessions?token={lab.token}", timeout=5) as response:
         sessions = json.load(response)
-    return any(s.get("path", "").endswith(name) and s.get("kernel", {}).get("execution_state") == "idle"
-               for s in sessions)
+    return any(
+        s.get("path", "").endswith(name) and s.get("kernel", {}).get("execution_state") == "idle" for s in sessions
+    )
 
 
 CURRENT_TAB_JS = """
@@ -122,21 +122,23 @@ def _run_all(page, lab, name: str) -> float:
     The first notebook loads JupyterLab; later ones open from its file browser in the same page,
     which spares loading the application again."""
     start = time.monotonic()
-    item = page.locator(".jp-DirListing-item", has=page.locator(".jp-DirListing-itemText",
-                                                                has_text=re.compile(f"^{re.escape(name)}$")))
+    item = page.locator(
+        ".jp-DirListing-item", has=page.locator(".jp-DirListing-itemText", has_text=re.compile(f"^{re.escape(name)}$"))
+    )
     if page.url.startswith(lab.base) and item.count() == 1 and item.is_visible():
         item.dblclick()
     else:
         page.goto(lab.url(name), wait_until="domcontentloaded")
     page.wait_for_function(CURRENT_TAB_JS, arg=name, timeout=120_000)
-    page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-ExecutionIndicator[data-status='idle']",
-                           timeout=120_000)
+    page.wait_for_selector(
+        ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000
+    )
     deadline = time.monotonic() + 120
     while not _kernel_ready(lab, name):
         assert time.monotonic() < deadline, f"{name}: the kernel did not start within 120 s"
         time.sleep(0.5)
     opened = time.monotonic() - start
-    for attempt in range(3):  # a click while the page is still wiring the kernel can be lost: try again
+    for _attempt in range(3):  # a click while the page is still wiring the kernel can be lost: try again
         _menu(page, "Run", "Run All Cells")
         try:
             page.wait_for_function(STARTED_JS, timeout=20_000, polling=250)
@@ -157,8 +159,9 @@ def _press_and_wait(page, handle, index: int, key: str | None, action=None) -> t
     else:
         action()
     try:
-        page.wait_for_function("([i, n]) => window.__paints[i].length > n", arg=[index, before],
-                               timeout=REPAINT_TIMEOUT_MS)
+        page.wait_for_function(
+            "([i, n]) => window.__paints[i].length > n", arg=[index, before], timeout=REPAINT_TIMEOUT_MS
+        )
     except Exception:  # Playwright's TimeoutError
         return None
     paint = page.evaluate("([i, n]) => window.__paints[i][n]", [index, before])
@@ -207,7 +210,8 @@ def test_explorers_in_lab(path, lab, lab_page, artifacts, latency_rows):
         # One live explorer (a box holding the picture) for each explorer call.
         explorers = panel.locator(".jp-OutputArea-output > .widget-vbox:has(img.widget-image)")
         assert explorers.count() >= len(names), (
-            f"{path.name}: {len(names)} explorer calls ({names}) but {explorers.count()} explorers shown")
+            f"{path.name}: {len(names)} explorer calls ({names}) but {explorers.count()} explorers shown"
+        )
         images = [explorers.nth(k).locator("img.widget-image").first for k in range(explorers.count())]
         page.evaluate(PROBE_JS, [image.element_handle() for image in images])
 
@@ -226,9 +230,13 @@ def test_explorers_in_lab(path, lab, lab_page, artifacts, latency_rows):
                 slider = sliders.nth(s)
                 label = slider.locator(".widget-label").first.inner_text()
                 box = slider.bounding_box()
-                assert slider.is_visible() and box and box["width"] > 50, f"{path.name}: {name}: slider {label!r} not shown"
+                assert slider.is_visible() and box and box["width"] > 50, (
+                    f"{path.name}: {name}: slider {label!r} not shown"
+                )
                 handle = slider.locator(".noUi-handle").first
-                assert handle.count() == 1 and handle.is_visible(), f"{path.name}: {name}: slider {label!r} has no handle"
+                assert handle.count() == 1 and handle.is_visible(), (
+                    f"{path.name}: {name}: slider {label!r} has no handle"
+                )
                 handles.append((label, handle, {"sign": 1}))
 
             # Every slider repaints the picture; together ~PRESSES presses for the latency.
@@ -244,7 +252,9 @@ def test_explorers_in_lab(path, lab, lab_page, artifacts, latency_rows):
                     paints.append(timing[1])
                 if press == len(handles) - 1:
                     explorer.screenshot(path=str(artifacts / f"{path.stem}__{k}_{name}.png"))
-            assert not silent, f"{path.name}: {name}: no new picture after a key press on slider(s) {sorted(set(silent))}"
+            assert not silent, (
+                f"{path.name}: {name}: no new picture after a key press on slider(s) {sorted(set(silent))}"
+            )
             # The other controls: choosing another option of each button group or drop-down repaints too.
             others = 0
             # An explorer without sliders is timed on its buttons: several rounds of choices.
@@ -264,20 +274,30 @@ def test_explorers_in_lab(path, lab, lab_page, artifacts, latency_rows):
                     current = select.evaluate("(s) => s.options[s.selectedIndex].text")
                     choice = next((o for o in options if o != current), None)
                     if choice is not None:
-                        timing = _press_and_wait(page, None, k, None, lambda: select.select_option(label=choice))
+                        timing = _press_and_wait(
+                            page, None, k, None, lambda select=select, choice=choice: select.select_option(label=choice)
+                        )
                         assert timing is not None, f"{path.name}: {name}: no new picture after choosing {choice!r}"
                         others += 1  # (no pointer or key event to time a drop-down from)
             if not handles:
                 explorer.screenshot(path=str(artifacts / f"{path.stem}__{k}_{name}.png"))
             assert latencies, f"{path.name}: {name}: nothing to time (no slider and no button group)"
-            latency_rows.append({
-                "notebook": path.stem, "explorer": name, "sliders": len(handles), "other_controls": others, "presses": len(latencies),
-                "median_ms": round(float(np.median(latencies)), 1),
-                "p95_ms": round(float(np.percentile(latencies, 95)), 1),
-                "max_ms": round(float(np.max(latencies)), 1),
-                "browser_paint_median_ms": round(float(np.median(paints)), 1),
-                "open_s": round(open_s, 1), "open_and_run_all_s": round(run_all_s, 1), "presses_s": round(time.monotonic() - start, 1),
-            })
+            latency_rows.append(
+                {
+                    "notebook": path.stem,
+                    "explorer": name,
+                    "sliders": len(handles),
+                    "other_controls": others,
+                    "presses": len(latencies),
+                    "median_ms": round(float(np.median(latencies)), 1),
+                    "p95_ms": round(float(np.percentile(latencies, 95)), 1),
+                    "max_ms": round(float(np.max(latencies)), 1),
+                    "browser_paint_median_ms": round(float(np.median(paints)), 1),
+                    "open_s": round(open_s, 1),
+                    "open_and_run_all_s": round(run_all_s, 1),
+                    "presses_s": round(time.monotonic() - start, 1),
+                }
+            )
     except Exception:
         page.screenshot(path=str(artifacts / f"{path.stem}__failure.png"), full_page=True)
         raise

@@ -36,16 +36,32 @@ def _explorer_notebook():
     nb = nbformat.v4.new_notebook()
     nb.metadata["widgets"] = {WIDGET_STATE: {"state": state, "version_major": 2, "version_minor": 0}}
     explorer = nbformat.v4.new_code_cell("helpers.widgets.one_clock_explorer()")
-    explorer.outputs = [nbformat.v4.new_output("display_data", data={
-        WIDGET_VIEW: {"model_id": "box", "version_major": 2, "version_minor": 0}, "text/plain": "Explorer(...)"})]
+    explorer.outputs = [
+        nbformat.v4.new_output(
+            "display_data",
+            data={
+                WIDGET_VIEW: {"model_id": "box", "version_major": 2, "version_minor": 0},
+                "text/plain": "Explorer(...)",
+            },
+        )
+    ]
     slider = nbformat.v4.new_code_cell("ipywidgets.IntSlider(1)")
-    slider.outputs = [nbformat.v4.new_output("execute_result", execution_count=2, data={
-        WIDGET_VIEW: {"model_id": "lonely", "version_major": 2, "version_minor": 0}, "text/plain": "IntSlider(1)"})]
+    slider.outputs = [
+        nbformat.v4.new_output(
+            "execute_result",
+            execution_count=2,
+            data={
+                WIDGET_VIEW: {"model_id": "lonely", "version_major": 2, "version_minor": 0},
+                "text/plain": "IntSlider(1)",
+            },
+        )
+    ]
     printed = nbformat.v4.new_code_cell("print(1)")
     printed.outputs = [nbformat.v4.new_output("stream", name="stdout", text="1\n")]
     links = nbformat.v4.new_markdown_cell(
         "[Next: 03 · Many clocks](03_many_clocks.ipynb), [kernel](04_kernel_decorrelation.ipynb#the-table), "
-        "[elsewhere](https://example.org/05_x.ipynb)")
+        "[elsewhere](https://example.org/05_x.ipynb)"
+    )
     nb.cells = [explorer, slider, printed, links]
     return nb
 
@@ -60,14 +76,26 @@ def test_explorer_output_becomes_its_saved_picture():
     assert "widgets" not in nb.metadata  # no widget renderer loaded from the network
 
 
-@pytest.mark.parametrize("suffix, expected", [
-    (".html", "[Next: 03 · Many clocks](03_many_clocks.html), [kernel](04_kernel_decorrelation.html#the-table), "
-              "[elsewhere](https://example.org/05_x.ipynb)"),
-    (".slides.html", "[Next: 03 · Many clocks](03_many_clocks.slides.html), "
-                     "[kernel](04_kernel_decorrelation.slides.html#the-table), [elsewhere](https://example.org/05_x.ipynb)"),
-    ("", "[Next: 03 · Many clocks](03_many_clocks.ipynb), [kernel](04_kernel_decorrelation.ipynb#the-table), "
-         "[elsewhere](https://example.org/05_x.ipynb)"),
-])
+@pytest.mark.parametrize(
+    "suffix, expected",
+    [
+        (
+            ".html",
+            "[Next: 03 · Many clocks](03_many_clocks.html), [kernel](04_kernel_decorrelation.html#the-table), "
+            "[elsewhere](https://example.org/05_x.ipynb)",
+        ),
+        (
+            ".slides.html",
+            "[Next: 03 · Many clocks](03_many_clocks.slides.html), "
+            "[kernel](04_kernel_decorrelation.slides.html#the-table), [elsewhere](https://example.org/05_x.ipynb)",
+        ),
+        (
+            "",
+            "[Next: 03 · Many clocks](03_many_clocks.ipynb), [kernel](04_kernel_decorrelation.ipynb#the-table), "
+            "[elsewhere](https://example.org/05_x.ipynb)",
+        ),
+    ],
+)
 def test_links_between_notebooks_follow_the_pages(suffix, expected):
     nb, _ = SitePreprocessor(link_suffix=suffix).preprocess(_explorer_notebook(), {})
     assert nb.cells[-1].source == expected
@@ -77,16 +105,23 @@ def test_index_lists_every_notebook_with_title_and_reading(tmp_path):
     paths = []
     for stem, title in [("02_one_clock", "02 · One clock (一个时钟)"), ("03_many_clocks", "03 · Many <clocks>")]:
         nb = nbformat.v4.new_notebook()
-        nb.cells = [nbformat.v4.new_markdown_cell(f"# {title}\n\n**Read alongside (对照阅读):** article 000, section {stem[1]}"),
-                    nbformat.v4.new_markdown_cell("# not the title")]
+        nb.cells = [
+            nbformat.v4.new_markdown_cell(
+                f"# {title}\n\n**Read alongside (对照阅读):** article 000, section {stem[1]}"
+            ),
+            nbformat.v4.new_markdown_cell("# not the title"),
+        ]
         path = tmp_path / f"{stem}.ipynb"
         nbformat.write(nb, path)
         paths.append(path)
     out = tmp_path / "html"
     out.mkdir()
     (out / "02_one_clock.html").write_text("page")
-    assert notebook_entry(paths[0]) == {"page": "02_one_clock.html", "title": "02 · One clock (一个时钟)",
-                                        "reading": "**Read alongside (对照阅读):** article 000, section 2"}
+    assert notebook_entry(paths[0]) == {
+        "page": "02_one_clock.html",
+        "title": "02 · One clock (一个时钟)",
+        "reading": "**Read alongside (对照阅读):** article 000, section 2",
+    }
     page = build_index(paths, out).read_text(encoding="utf-8")
     assert '<a href="02_one_clock.html">02 · One clock (一个时钟)</a>' in page
     assert '<a href="03_many_clocks.html">03 · Many &lt;clocks&gt;</a> <em>(page not built)</em>' in page
