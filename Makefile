@@ -43,7 +43,10 @@ test-portable: $(STAMP)
 test-unit: $(STAMP)
 	$(PY) -m pytest tests -m "not browser" -p no:cacheprovider
 
-test-# The linter (ruff: pycodestyle, pyflakes, bugbear, import order) on the package, the tests, the
+test-notebooks: $(STAMP)
+	$(PY) -m pytest notebooks --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider --durations=0
+
+# The linter (ruff: pycodestyle, pyflakes, bugbear, import order) on the package, the tests, the
 # benchmarks and the notebooks' code cells; the formatter's check on the Python files (notebook
 # cells are laid out by hand for reading and are linted, not reformatted). CI runs it.
 lint: $(STAMP)
@@ -62,9 +65,6 @@ diff-setup: $(STAMP)
 	git config diff.jupyternotebook.command "$(CURDIR)/$(VENV)/bin/git-nbdiffdriver diff"
 	git config merge.jupyternotebook.driver "$(CURDIR)/$(VENV)/bin/git-nbmergedriver merge %O %A %B %L %P"
 	git config merge.jupyternotebook.name "nbdime: merge notebooks cell by cell"
-
-notebooks: $(STAMP)
-	$(PY) -m pytest notebooks --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider --durations=0
 
 notebooks: $(STAMP)
 	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
