@@ -11,16 +11,14 @@ Note: ``helpers.attention`` is the function; the module is ``helpers.attention``
 from . import alibi as _alibi
 from . import attention as _attention
 from . import device as _device_module
-from . import exercises as _exercises
+from . import exercises, plots, widgets
 from . import kernels as _kernels
-from . import plots, widgets
 from . import relative as _relative
 from . import rope as _rope
 from . import sinusoidal as _sinusoidal
 from .alibi import *  # noqa: F401,F403,E402
 from .attention import *  # noqa: F401,F403,E402
 from .device import *  # noqa: F401,F403,E402
-from .exercises import *  # noqa: F401,F403,E402
 from .kernels import *  # noqa: F401,F403,E402
 from .relative import *  # noqa: F401,F403,E402
 from .rope import *  # noqa: F401,F403,E402
@@ -40,13 +38,13 @@ def __getattr__(name):
 
 
 __all__ = [
+    "exercises",
     "experiment",  # noqa: F405  (imported on first use by __getattr__ above)
     "plots",
     "widgets",
     *_alibi.__all__,
     *_attention.__all__,
     *_device_module.__all__,
-    *_exercises.__all__,
     *_kernels.__all__,
     *_relative.__all__,
     *_rope.__all__,

@@ -116,21 +116,6 @@ def test_default_device_honours_the_environment(monkeypatch):
     assert helpers.supports_float64("cpu") and not helpers.supports_float64("mps")
 
 
-def test_check_answer_explains(capsys):
-    assert helpers.check_answer(None, 1.0, name="period") is None
-    assert "not answered yet" in capsys.readouterr().out
-    helpers.check_answer([1, 2], 1.0, name="period")
-    assert "expected shape ()" in capsys.readouterr().out
-    helpers.check_answer(6.0, 2 * math.pi, name="period", hint="2π/θ")
-    out = capsys.readouterr().out
-    assert "off by" in out and "2π/θ" in out and "correct" not in out
-    helpers.check_answer(torch.tensor([1.0, 2.0]), [1.0, 2.0], name="v")
-    assert capsys.readouterr().out == "v: correct.\n"
-    helpers.check_answer(torch.tensor([1.0, 2.5, 3.0]), [1.0, 2.0, 3.0], name="v")
-    assert "1 of 3 entries are off; the worst is at index (1,)" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize("turns, expected", [(0.5, 2), (1 / 3, 3), (0.3, 10), (0.1, 10), (0.25, 4), (5 / 12, 12)])
 def test_nearest_collision_exact_returns_go_to_the_smallest_shift(turns, expected):
     # θ = 2π p/q in lowest terms: every multiple of q returns home, and round-off alone must not pick
     # which one (argmin over gaps of about 1e-16 once chose k = 58 at θ = π).
