@@ -12,7 +12,7 @@ export HELPERS_DEVICE ?= cpu
 export PYTHONHASHSEED := 0
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: setup lab test test-portable test-unit test-notebooks test-browser lint format diff-setup notebooks experiment bench slides html clean
+.PHONY: setup lab test test-portable test-unit test-notebooks test-browser lint format diff-setup mutants notebooks experiment bench slides html clean
 
 setup: $(STAMP)
 
@@ -65,6 +65,13 @@ diff-setup: $(STAMP)
 	git config diff.jupyternotebook.command "$(CURDIR)/$(VENV)/bin/git-nbdiffdriver diff"
 	git config merge.jupyternotebook.driver "$(CURDIR)/$(VENV)/bin/git-nbmergedriver merge %O %A %B %L %P"
 	git config merge.jupyternotebook.name "nbdime: merge notebooks cell by cell"
+
+# Mutation testing (not in CI: tens of minutes on two cores). `make mutants` runs every maths
+# module; `make mutants MUTANTS='helpers.alibi*'` one. Prints the kill rate per module.
+MUTANTS ?=
+mutants: $(STAMP)
+	$(VENV)/bin/mutmut run --max-children 2 $(MUTANTS)
+	$(PY) benchmarks/mutation_report.py --survivors
 
 notebooks: $(STAMP)
 	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
