@@ -98,6 +98,13 @@ PLANTED = [
         "x1, x2, o1, o2 = x_p[..., 1], x_p[..., 0], out_p[..., 0], out_p[..., 1]",
         "tests/test_rope_settings.py",
     ),
+    (
+        "an exercise's expected value moved (+7)",
+        "exercises/_nb06.py",
+        'expected=lambda p: int((_wavelengths(p) > p["context"]).sum()),',
+        'expected=lambda p: int((_wavelengths(p) > p["context"]).sum()) + 7,',
+        "tests/test_exercises_06.py",
+    ),
 ]
 
 
