@@ -116,6 +116,7 @@ def test_default_device_honours_the_environment(monkeypatch):
     assert helpers.supports_float64("cpu") and not helpers.supports_float64("mps")
 
 
+@pytest.mark.parametrize("turns, expected", [(0.5, 2), (1 / 3, 3), (0.3, 10), (0.1, 10), (0.25, 4), (5 / 12, 12)])
 def test_nearest_collision_exact_returns_go_to_the_smallest_shift(turns, expected):
     # θ = 2π p/q in lowest terms: every multiple of q returns home, and round-off alone must not pick
     # which one (argmin over gaps of about 1e-16 once chose k = 58 at θ = π).
