@@ -59,10 +59,11 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix helpers tests benchmarks notebooks
 
 # Readable notebook diffs in this clone: `git diff` and `git log -p` show a notebook's changed
-# cells, sources and text outputs instead of JSON and base64 (nbdime's git integration; see
+# cells, sources and outputs instead of JSON and base64, without the metadata (execution
+# timestamps, widget ids) that changes at every run (nbdime's git integration; see
 # CONTRIBUTING.md). .gitattributes names the driver; this writes its command to .git/config only.
 diff-setup: $(STAMP)
-	git config diff.jupyternotebook.command "$(CURDIR)/$(VENV)/bin/git-nbdiffdriver diff"
+	git config diff.jupyternotebook.command "$(CURDIR)/$(VENV)/bin/git-nbdiffdriver diff --ignore-metadata --ignore-details"
 	git config merge.jupyternotebook.driver "$(CURDIR)/$(VENV)/bin/git-nbmergedriver merge %O %A %B %L %P"
 	git config merge.jupyternotebook.name "nbdime: merge notebooks cell by cell"
 
@@ -75,7 +76,8 @@ mutants: $(STAMP)
 
 notebooks: $(STAMP)
 	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
-		--ExecutePreprocessor.timeout=900 --ExecutePreprocessor.store_widget_state=True $(NB)
+		--ExecutePreprocessor.timeout=900 --ExecutePreprocessor.store_widget_state=True \
+		--ExecutePreprocessor.record_timing=False $(NB)
 
 experiment: $(STAMP)
 	$(PY) -m helpers.experiment --out data/extrapolation.json
