@@ -2,7 +2,9 @@
 
 A mutant is killed when a test fails on it, or when it makes the tests run past mutmut's time
 limit (an endless loop is caught too); it survives when every test passes. The kill rate is
-killed / (killed + survived); mutants that no test reaches are listed apart.
+killed / (killed + survived); a failing test alone gives the lower figure beside it (a timeout on a
+busy machine may be a slow survivor: rerun those on an idle one). Mutants that no test reaches
+are listed apart.
 
     python benchmarks/mutation_report.py            # the table
     python benchmarks/mutation_report.py --survivors  # and every surviving mutant's name
@@ -40,7 +42,7 @@ def main(argv=None) -> int:
     if not table:
         print("no mutmut results here: run `make mutants` first")
         return 1
-    header = ("module", "mutants", "killed", "timeout", "survived", "no test", "other", "kill rate")
+    header = ("module", "mutants", "killed", "timeout", "survived", "no test", "other", "kill rate", "by a test")
     print(f"{header[0]:<20} " + " ".join(f"{h:>8}" for h in header[1:]))
     for module in sorted(table):
         counts = table[module]
@@ -49,7 +51,8 @@ def main(argv=None) -> int:
         untested = counts["no tests"]
         other = sum(counts.values()) - killed - survived - untested
         rate = f"{killed / (killed + survived):.1%}" if killed + survived else "-"
-        row = (sum(counts.values()), counts["killed"], counts["timeout"], survived, untested, other, rate)
+        by_test = f"{counts['killed'] / (killed + survived):.1%}" if killed + survived else "-"
+        row = (sum(counts.values()), counts["killed"], counts["timeout"], survived, untested, other, rate, by_test)
         print(f"{module:<20} " + " ".join(f"{v:>8}" for v in row))
     if args.survivors:
         print("\nsurvivors (inspect one with `.venv/bin/mutmut show NAME`):")
