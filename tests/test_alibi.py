@@ -161,6 +161,13 @@ def test_dtype_and_device_follow_arguments():
         (lambda: helpers.alibi_bias(2, 3, dtype=torch.int64), TypeError, "dtype"),
         (lambda: helpers.alibi_key_bias(0, 3), ValueError, "n_heads"),
         (lambda: helpers.alibi_decay_distance(4, fraction=1.5), ValueError, "fraction"),
+        # Found by mutation testing: the boundaries and types of alibi_decay_distance's arguments.
+        (lambda: helpers.alibi_decay_distance(4, fraction=1.0), ValueError, "fraction"),
+        (lambda: helpers.alibi_decay_distance(4, fraction=0.0), ValueError, "fraction"),
+        (lambda: helpers.alibi_decay_distance(4, fraction=True), ValueError, "fraction"),
+        (lambda: helpers.alibi_decay_distance(4, fraction="0.5"), ValueError, "fraction"),
+        (lambda: helpers.alibi_decay_distance(0), ValueError, "n_heads"),
+        (lambda: helpers.alibi_decay_distance(4.0), TypeError, "n_heads"),
     ],
 )
 def test_bad_input_names_the_argument(call, error, words):
