@@ -16,18 +16,27 @@ checkpoint-conversion bug:
 - ``"half"``: pairs ``(x_j, x_(j + d/2))``, as in GPT-NeoX and Hugging Face transformers
   (``x * cos + rotate_half(x) * sin``).
 
-The tables are half width, ``(T, d/2)``: one angle per pair, whatever the layout.
+The tables are half width, ``(T, d/2)``: one angle per pair, whatever the layout. Decoding with a
+cache: build the tables once, rotate each new query and key at its absolute position
+(``apply_rope(x, cos, sin, positions=offset)``) and attend over the cached, already rotated keys;
+that is the full causal pass, step by step (``tests/test_rope_hf.py``).
 
-Long-context scaling (``scaling=`` dict, keys as in Hugging Face's ``rope_scaling``: ``rope_type``
-may stand for ``type`` and ``original_max_position_embeddings`` for ``original_max_len``). For the
-types Hugging Face has, "linear", "dynamic", "yarn" and "llama3", the formulas are those of
+Long-context scaling (``scaling=`` dict, keys as in Hugging Face's ``rope_scaling`` /
+``rope_parameters``, old and new spellings: ``rope_type`` may stand for ``type`` and
+``original_max_position_embeddings`` for ``original_max_len``; ``helpers.rope_config`` reads them).
+Every type also takes ``rope_theta`` (the base, instead of the ``base`` argument) and
+``partial_rotary_factor`` ``p`` (only the first ``r = int(d p)`` dimensions rotate, at speeds
+``b^(-2i/r)``). A key no type knows is refused with its nearest spelling; a key the type does not
+use is ignored, as transformers ignores it (``unused_keys="error"`` refuses it instead). For the
+types Hugging Face has, "default", "linear", "dynamic", "yarn", "longrope" and "llama3", the formulas are those of
 transformers' ``modeling_rope_utils``, computed here in float64 (transformers computes the speeds in
-float32). ``factor`` and ``original_max_len`` are used as given, never derived from other config
-entries; transformers derives them, differently across versions: its "dynamic" takes ``L`` from
-``max_position_embeddings`` (pass that as ``original_max_len``), its "yarn" from
-``original_max_position_embeddings`` when present, and some versions replace ``factor`` by the ratio
-of the two. Its extra YaRN options ``mscale`` and ``mscale_all_dim`` are not implemented.
+float32; ``tests/test_rope_hf.py`` checks both). ``factor`` and ``original_max_len`` are used as
+given; transformers derives them from other config entries when a config leaves them out (its
+"dynamic" takes ``L`` from ``max_position_embeddings``, its "yarn" and "longrope" ``factor`` from
+``max_position_embeddings / L``): ``rope_from_config`` and ``rope_settings_from_config`` read a
+whole model config and do the same.
 
+- ``{"type": "default"}``: plain RoPE (the same as ``scaling=None``).
 - ``{"type": "linear", "factor": s}``: Position Interpolation (Chen et al. 2023), every ``θ_i / s``.
 - ``{"type": "ntk", "factor": s}``: NTK-aware scaling (bloc97, 2023), a fixed base
   ``b s^(d/(d-2))``. Hugging Face has no such type: its "dynamic" recomputes the base from the
@@ -42,6 +51,15 @@ of the two. Its extra YaRN options ``mscale`` and ``mscale_all_dim`` are not imp
   ``yarn_correction_range``'s two indices, as in the reference code and Hugging Face (the paper
   writes the ramp as linear in the number of turns ``L/λ_i``, which differs inside the range).
   Tables are multiplied by ``a = 0.1 ln s + 1``, so a score (query and key both rotated) by ``a²``.
+  Options as in transformers: ``mscale`` and ``mscale_all_dim`` (DeepSeek; when both are given and
+  non-zero ``a = (0.1 mscale ln s + 1) / (0.1 mscale_all_dim ln s + 1)``, 1 for DeepSeek-V3, whose
+  modelling code puts the rest into the softmax scale) and ``truncate=False`` (the correction range
+  not rounded to whole pairs).
+- ``{"type": "longrope", "short_factor": [...], "long_factor": [...], "original_max_len": L}``
+  (optional ``factor``, ``attention_factor``, ``seq_len``; Phi-3): ``θ_i / short_factor[i]`` while
+  the sequence is at most ``L`` tokens (``seq_len`` None or ``<= L``), ``θ_i / long_factor[i]``
+  once it is longer; tables multiplied by ``a = sqrt(1 + ln s / ln L)`` (``s = factor``) unless
+  ``attention_factor`` is given.
 - ``{"type": "llama3", "factor": s, "original_max_len": L}`` (optional ``low_freq_factor=1``,
   ``high_freq_factor=4``): wavelengths below ``L/4`` kept, above ``L`` divided by ``s``, in
   between a blend linear in the number of turns ``L/λ_i`` (Llama 3.1's "llama3" rope type).
@@ -63,111 +81,103 @@ from ._checks import (
     check_even_dim,
     check_float_tensor,
     check_int,
-    check_positive,
 )
+from .rope_config import SCALING_TYPES, rope_settings_from_config, rotated_width, scaling_options
 from .sinusoidal import frequencies
 
-__all__ = ["rope_frequencies", "rope_cos_sin", "apply_rope", "yarn_correction_range", "LAYOUTS", "SCALING_TYPES"]
+__all__ = [
+    "rope_frequencies",
+    "rope_cos_sin",
+    "rope_from_config",
+    "rope_settings_from_config",
+    "apply_rope",
+    "yarn_correction_range",
+    "LAYOUTS",
+    "SCALING_TYPES",
+]
 
 LAYOUTS = ("interleaved", "half")
 
-#: Scaling types and their keys: (required, optional with defaults).
-SCALING_TYPES = {
-    "linear": ({"factor"}, {}),
-    "ntk": ({"factor"}, {}),
-    "dynamic": ({"factor", "original_max_len"}, {"seq_len": None}),
-    "yarn": ({"factor", "original_max_len"}, {"beta_fast": 32.0, "beta_slow": 1.0, "attention_factor": None}),
-    "llama3": ({"factor", "original_max_len"}, {"low_freq_factor": 1.0, "high_freq_factor": 4.0}),
-}
-
-# Hugging Face spellings accepted as aliases.
-_ALIASES = {"rope_type": "type", "original_max_position_embeddings": "original_max_len"}
-
-
-def _scaling_options(scaling) -> tuple[str, dict]:
-    """Validate a ``scaling`` dict; return its type and every option, defaults filled in."""
-    if not isinstance(scaling, dict):
-        raise TypeError(f"scaling must be None or a dict such as {{'type': 'linear', 'factor': 4.0}}, got {scaling!r}")
-    options = {}
-    for key, value in scaling.items():
-        name = _ALIASES.get(key, key)
-        if name in options:
-            raise ValueError(f"scaling gives {name!r} twice (as {key!r} and its alias), got {scaling!r}")
-        options[name] = value
-    kind = options.pop("type", None)
-    if kind not in SCALING_TYPES:
-        raise ValueError(f"scaling['type'] must be one of {sorted(SCALING_TYPES)}, got {kind!r}")
-    required, optional = SCALING_TYPES[kind]
-    missing = sorted(required - set(options))
-    if missing:
-        raise ValueError(f"scaling of type {kind!r} needs the keys {sorted(required)}; missing {missing}")
-    unknown = sorted(set(options) - required - set(optional))
-    if unknown:
-        raise ValueError(
-            f"scaling of type {kind!r} takes the keys {sorted(required | set(optional))}; unknown {unknown}"
-        )
-    options = {**optional, **options}
-    options["factor"] = check_positive("scaling['factor']", options["factor"])
-    if "original_max_len" in options:
-        options["original_max_len"] = check_int("scaling['original_max_len']", options["original_max_len"], minimum=1)
-    for key in ("beta_fast", "beta_slow", "low_freq_factor", "high_freq_factor", "attention_factor"):
-        if options.get(key) is not None:
-            options[key] = check_positive(f"scaling[{key!r}]", options[key])
-    if options.get("seq_len") is not None:
-        options["seq_len"] = check_int("scaling['seq_len']", options["seq_len"], minimum=1)
-    if kind == "yarn" and options["beta_fast"] <= options["beta_slow"]:
-        raise ValueError(
-            f"scaling['beta_fast'] must be > scaling['beta_slow'], got {options['beta_fast']} "
-            f"and {options['beta_slow']}"
-        )
-    if kind == "llama3" and options["high_freq_factor"] <= options["low_freq_factor"]:
-        raise ValueError(
-            f"scaling['high_freq_factor'] must be > scaling['low_freq_factor'], got "
-            f"{options['high_freq_factor']} and {options['low_freq_factor']}"
-        )
-    return kind, options
-
 
 def yarn_correction_range(
-    d: int, base: float, original_max_len: int, beta_fast: float = 32.0, beta_slow: float = 1.0
-) -> tuple[int, int]:
+    d: int,
+    base: float,
+    original_max_len: int,
+    beta_fast: float = 32.0,
+    beta_slow: float = 1.0,
+    *,
+    truncate: bool = True,
+) -> tuple[float, float]:
     """YaRN's pair-index range ``(low, high)``: pairs below ``low`` turn more than ``beta_fast``
     times in ``original_max_len`` tokens, pairs above ``high`` fewer than ``beta_slow`` times.
 
     Pair ``i`` turns ``L θ_i / 2π`` times in ``L`` tokens; solving for ``i`` gives
     ``i(r) = d ln(L / (2π r)) / (2 ln b)``. The range is ``(floor(i(beta_fast)), ceil(i(beta_slow)))``
-    clipped to ``[0, d-1]`` as in Hugging Face (d = 128, b = 10000, L = 2048 gives (16, 41)).
+    clipped to ``[0, d-1]`` as in Hugging Face (d = 128, b = 10000, L = 2048 gives (16, 41)); with
+    ``truncate=False`` (transformers' ``truncate`` option, gpt-oss) the two indices are not rounded.
     """
 
     def pair_index(turns: float) -> float:
         return d * math.log(original_max_len / (turns * 2.0 * math.pi)) / (2.0 * math.log(base))
 
-    low = math.floor(pair_index(beta_fast))
-    high = math.ceil(pair_index(beta_slow))
+    low, high = pair_index(beta_fast), pair_index(beta_slow)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
     return max(low, 0), min(high, d - 1)
 
 
-def rope_frequencies(d: int, base: float = 10000.0, *, scaling=None) -> tuple[torch.Tensor, float]:
+def _yarn_attention_factor(s: float, mscale, mscale_all_dim) -> float:
+    """YaRN's ``a``: ``0.1 ln s + 1``, or DeepSeek's ``(0.1 mscale ln s + 1) / (0.1 mscale_all_dim ln s + 1)``
+    when both are given and non-zero (as transformers); 1 when ``s <= 1``."""
+
+    def get_mscale(m: float) -> float:
+        return 0.1 * m * math.log(s) + 1.0 if s > 1.0 else 1.0
+
+    if mscale and mscale_all_dim:
+        return get_mscale(mscale) / get_mscale(mscale_all_dim)
+    return get_mscale(1.0)
+
+
+def rope_frequencies(
+    d: int, base: float | None = None, *, scaling=None, unused_keys: str = "ignore"
+) -> tuple[torch.Tensor, float]:
     """Per-pair angular speeds and the attention factor: ``(inv_freq, attention_factor)``.
 
     Args:
         d: head width (even), or the rotated width when only part of the head is rotated.
-        base: the base ``b``.
-        scaling: None for plain RoPE, or a dict (see the module docstring), for example
-            ``{"type": "yarn", "factor": 8.0, "original_max_len": 4096}``.
+        base: the base ``b``; None: ``scaling['rope_theta']`` if given, else 10000 (giving both,
+            different, is an error).
+        scaling: None for plain RoPE, or a dict (see the module docstring) in helpers' or Hugging
+            Face's spelling, for example ``{"type": "yarn", "factor": 8.0, "original_max_len": 4096}``
+            or a config's ``rope_parameters``. With ``partial_rotary_factor`` ``p`` only the first
+            ``r = int(d p)`` dimensions rotate, at speeds ``base^(-2i/r)``.
+        unused_keys: ``"ignore"`` (keys the type does not use are ignored, as transformers does) or
+            ``"error"`` (they are refused: a check that a dict holds nothing unexpected). A key no
+            type knows is always refused, with its nearest known spelling.
 
     Returns:
-        ``inv_freq``: float64 tensor ``(d//2,)`` in radians per token (``θ_i = base^(-2i/d)``
-        without scaling); ``attention_factor``: float that multiplies the cos and sin tables
-        (1.0 except for YaRN).
+        ``inv_freq``: float64 tensor ``(r//2,)`` in radians per token (``θ_i = base^(-2i/r)``
+        without scaling; ``r = d`` unless ``partial_rotary_factor``); ``attention_factor``: float
+        that multiplies the cos and sin tables (1.0 except for YaRN and longrope).
     """
     d = check_even_dim("d", d)
-    base = check_base("base", base)
+    if base is not None:
+        base = check_base("base", base)
     if scaling is None:
-        return frequencies(d, base), 1.0
-    kind, opt = _scaling_options(scaling)
-    s = opt["factor"]
+        return frequencies(d, 10000.0 if base is None else base), 1.0
+    kind, opt = scaling_options(scaling, unused_keys)
+    if opt["rope_theta"] is not None:
+        if base is not None and base != opt["rope_theta"]:
+            raise ValueError(
+                f"base = {base} and scaling['rope_theta'] = {opt['rope_theta']} disagree; give the base once"
+            )
+        base = opt["rope_theta"]
+    base = 10000.0 if base is None else base
+    d = rotated_width(d, opt["partial_rotary_factor"])
     theta = frequencies(d, base)  # (d/2,)
+    if kind == "default":
+        return theta, 1.0
+    s = opt["factor"]
     if kind == "linear":
         return theta / s, 1.0
     if kind == "ntk":
@@ -176,15 +186,19 @@ def rope_frequencies(d: int, base: float = 10000.0, *, scaling=None) -> tuple[to
         length = max(opt["seq_len"] or opt["original_max_len"], opt["original_max_len"])
         grown = s * length / opt["original_max_len"] - (s - 1.0)
         return frequencies(d, base * grown ** (d / (d - 2))), 1.0
+    if kind == "longrope":
+        return _longrope(theta, opt)
     if kind == "yarn":
-        low, high = yarn_correction_range(d, base, opt["original_max_len"], opt["beta_fast"], opt["beta_slow"])
+        low, high = yarn_correction_range(
+            d, base, opt["original_max_len"], opt["beta_fast"], opt["beta_slow"], truncate=opt["truncate"]
+        )
         if low == high:
             high += 0.001  # a ramp of zero width would divide by zero
         i = torch.arange(d // 2, dtype=torch.float64)  # (d/2,)
         interpolate = ((i - low) / (high - low)).clamp(0.0, 1.0)  # 0: keep θ_i, 1: θ_i / s
         factor = opt["attention_factor"]
         if factor is None:
-            factor = 0.1 * math.log(s) + 1.0 if s > 1.0 else 1.0
+            factor = _yarn_attention_factor(s, opt["mscale"], opt["mscale_all_dim"])
         return theta * (1.0 - interpolate) + (theta / s) * interpolate, float(factor)
     # llama3
     length = opt["original_max_len"]
@@ -198,8 +212,55 @@ def rope_frequencies(d: int, base: float = 10000.0, *, scaling=None) -> tuple[to
     return torch.where(middle, blended, out), 1.0
 
 
+def _longrope(theta: torch.Tensor, opt: dict) -> tuple[torch.Tensor, float]:
+    """LongRoPE (Phi-3): ``θ_i / short_factor[i]`` up to ``T = L``, ``θ_i / long_factor[i]`` past it."""
+    length = opt["original_max_len"]
+    for key in ("short_factor", "long_factor"):
+        if opt[key].shape[0] != theta.shape[0]:
+            raise ValueError(
+                f"scaling[{key!r}] must hold one factor per rotated pair, {theta.shape[0]}, got {opt[key].shape[0]}"
+            )
+    long = opt["seq_len"] is not None and opt["seq_len"] > length  # transformers: long once T > L
+    inv_freq = theta / (opt["long_factor"] if long else opt["short_factor"])
+    factor = opt["attention_factor"]
+    if factor is None:
+        s = opt["factor"]
+        factor = math.sqrt(1.0 + math.log(s) / math.log(length)) if s > 1.0 else 1.0
+    return inv_freq, float(factor)
+
+
+def rope_from_config(config, head_dim=None, *, seq_len=None) -> tuple[torch.Tensor, float]:
+    """``(inv_freq, attention_factor)`` of a whole model config, as transformers computes them.
+
+    Args:
+        config: a model config as a dict (a config.json read with ``json.load``, or
+            ``PretrainedConfig.to_dict()``), RoPE settings in Hugging Face's spellings old
+            (``rope_scaling``, ``rope_theta`` beside it) or new (``rope_parameters`` with
+            ``rope_type`` and ``rope_theta`` inside).
+        head_dim: the head width; default ``config['head_dim']``, else ``hidden_size //
+            num_attention_heads``.
+        seq_len: the current sequence length, for "dynamic" and "longrope"; None: their speeds at
+            initialisation (no growth; longrope's short factors).
+
+    Returns:
+        As ``rope_frequencies``: float64 ``inv_freq`` ``(r//2,)`` (``r = int(head_dim p)`` with a
+        ``partial_rotary_factor`` ``p``, else ``head_dim``) and the attention factor. Keys the type
+        does not use are ignored, as transformers ignores them; ``rope_settings_from_config`` shows
+        the settings in helpers' spelling and how transformers fills in what a config leaves out.
+    """
+    d, base, scaling = rope_settings_from_config(config, head_dim, seq_len=seq_len)
+    return rope_frequencies(d, base, scaling=scaling)
+
+
 def rope_cos_sin(
-    positions, d: int, base: float = 10000.0, *, scaling=None, device=None, dtype: torch.dtype = torch.float32
+    positions,
+    d: int,
+    base: float | None = None,
+    *,
+    scaling=None,
+    unused_keys: str = "ignore",
+    device=None,
+    dtype: torch.dtype = torch.float32,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Half-width tables ``a cos(m θ_i)`` and ``a sin(m θ_i)``, each ``(T, d//2)``.
 
@@ -217,13 +278,15 @@ def rope_cos_sin(
 
     Args:
         positions: an int ``T`` (positions ``0 .. T-1``) or a 1-D tensor of positions.
-        d: width of the rotated part (even).
-        base, scaling: as in ``rope_frequencies``.
+        d: width of the rotated part (even), or the head width when ``scaling`` gives
+            ``partial_rotary_factor`` (the tables are then ``(T, int(d p)//2)``; pass
+            ``rotary_dim=int(d p)`` to ``apply_rope``).
+        base, scaling, unused_keys: as in ``rope_frequencies``.
         device: where to return the tables; defaults to the device of ``positions``.
         dtype: floating dtype of the tables.
     """
     dtype = check_dtype("dtype", dtype)
-    inv_freq, factor = rope_frequencies(d, base, scaling=scaling)
+    inv_freq, factor = rope_frequencies(d, base, scaling=scaling, unused_keys=unused_keys)
     pos = as_positions("positions", positions)
     if device is None:
         device = pos.device

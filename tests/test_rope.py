@@ -329,7 +329,6 @@ def test_dynamic_ntk_equals_hugging_face_at_the_target_length():
         ({"type": "ntk", "factor": -2.0}, "factor"),
         ({"type": "linear"}, "missing"),
         ({"type": "yarn", "factor": 2.0}, "original_max_len"),
-        ({"type": "linear", "factor": 2.0, "beta_fast": 3}, "unknown"),
         ({"type": "yarn", "factor": 2.0, "original_max_len": 64, "beta_fast": 1.0, "beta_slow": 2.0}, "beta_fast"),
         ({"type": "yarn", "factor": 2.0, "original_max_len": 0}, "original_max_len"),
     ],
@@ -337,6 +336,17 @@ def test_dynamic_ntk_equals_hugging_face_at_the_target_length():
 def test_bad_scaling_is_rejected(scaling, match):
     with pytest.raises(ValueError, match=match):
         helpers.rope_frequencies(64, scaling=scaling)
+
+
+def test_a_key_the_type_does_not_use_is_ignored_unless_asked_to_refuse():
+    # As transformers does: a config's rope_scaling often carries keys of other types.
+    plain = helpers.rope_frequencies(64, scaling={"type": "linear", "factor": 2.0})
+    extra = helpers.rope_frequencies(64, scaling={"type": "linear", "factor": 2.0, "beta_fast": 3})
+    assert torch.equal(plain[0], extra[0]) and plain[1] == extra[1]
+    with pytest.raises(ValueError, match="beta_fast"):
+        helpers.rope_frequencies(64, scaling={"type": "linear", "factor": 2.0, "beta_fast": 3}, unused_keys="error")
+    with pytest.raises(ValueError, match="did you mean 'factor'"):
+        helpers.rope_frequencies(64, scaling={"type": "linear", "facotr": 2.0})
 
 
 def test_scaling_must_be_a_dict():
