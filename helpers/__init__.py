@@ -15,6 +15,7 @@ from . import exercises, plots, widgets
 from . import kernels as _kernels
 from . import relative as _relative
 from . import rope as _rope
+from . import rope_models as _rope_models
 from . import sinusoidal as _sinusoidal
 from .alibi import *  # noqa: F401,F403,E402
 from .attention import *  # noqa: F401,F403,E402
@@ -22,6 +23,7 @@ from .device import *  # noqa: F401,F403,E402
 from .kernels import *  # noqa: F401,F403,E402
 from .relative import *  # noqa: F401,F403,E402
 from .rope import *  # noqa: F401,F403,E402
+from .rope_models import *  # noqa: F401,F403,E402
 from .sinusoidal import *  # noqa: F401,F403,E402
 
 __version__ = "0.1.0"
@@ -48,5 +50,6 @@ __all__ = [
     *_kernels.__all__,
     *_relative.__all__,
     *_rope.__all__,
+    *_rope_models.__all__,
     *_sinusoidal.__all__,
 ]

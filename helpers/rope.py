@@ -62,7 +62,8 @@ whole model config and do the same.
   ``attention_factor`` is given.
 - ``{"type": "llama3", "factor": s, "original_max_len": L}`` (optional ``low_freq_factor=1``,
   ``high_freq_factor=4``): wavelengths below ``L/4`` kept, above ``L`` divided by ``s``, in
-  between a blend linear in the number of turns ``L/λ_i`` (Llama 3.1's "llama3" rope type).
+  between a blend linear in the number of turns ``L/λ_i`` (Llama 3.1's "llama3" rope type). Equal
+  factors (Llama 4 Scout: 1 and 1) leave no blend band: wavelengths above ``L`` divided by ``s``.
 """
 
 from __future__ import annotations
@@ -205,9 +206,11 @@ def rope_frequencies(
     low_wavelength = length / opt["low_freq_factor"]  # longer than this: divide by s
     high_wavelength = length / opt["high_freq_factor"]  # shorter than this: keep
     wavelength = 2.0 * math.pi / theta  # (d/2,)
+    out = torch.where(wavelength > low_wavelength, theta / s, theta)
+    if opt["high_freq_factor"] == opt["low_freq_factor"]:
+        return out, 1.0  # a step at wavelength L, no blend band (Llama 4 Scout)
     smooth = (length / wavelength - opt["low_freq_factor"]) / (opt["high_freq_factor"] - opt["low_freq_factor"])
     blended = (1.0 - smooth) * theta / s + smooth * theta
-    out = torch.where(wavelength > low_wavelength, theta / s, theta)
     middle = (wavelength >= high_wavelength) & (wavelength <= low_wavelength)
     return torch.where(middle, blended, out), 1.0
 

@@ -183,9 +183,10 @@ def _check_values(kind: str, options: dict, where: str) -> dict:
         raise ValueError(
             f"{name('beta_fast')} must be > {name('beta_slow')}, got {options['beta_fast']} and {options['beta_slow']}"
         )
-    if kind == "llama3" and options["high_freq_factor"] <= options["low_freq_factor"]:
+    if kind == "llama3" and options["high_freq_factor"] < options["low_freq_factor"]:
+        # Equal factors are a step at wavelength L with no blend band (Llama 4 Scout ships 1 and 1).
         raise ValueError(
-            f"{name('high_freq_factor')} must be > {name('low_freq_factor')}, got "
+            f"{name('high_freq_factor')} must be >= {name('low_freq_factor')}, got "
             f"{options['high_freq_factor']} and {options['low_freq_factor']}"
         )
     if kind == "longrope" and options["factor"] is None and options["attention_factor"] is None:
@@ -224,11 +225,14 @@ def rope_settings_from_config(config, head_dim=None, *, seq_len=None) -> tuple[i
     Args:
         config: a model config as a dict (``json.load`` of a config.json, or
             ``PretrainedConfig.to_dict()``). Read: ``hidden_size``, ``num_attention_heads``,
-            ``head_dim``, ``rope_theta``, ``partial_rotary_factor``, ``max_position_embeddings``,
-            ``original_max_position_embeddings`` and the RoPE dict ``rope_scaling`` (transformers
-            4) or ``rope_parameters`` (transformers 5; both may be given if they agree). Other
-            entries are ignored.
-        head_dim: the head width ``d``; default ``config['head_dim']``, else
+            ``head_dim``, ``qk_rope_head_dim``, ``rope_theta``, ``partial_rotary_factor``,
+            ``max_position_embeddings``, ``original_max_position_embeddings``, GPT-NeoX's
+            ``rotary_pct`` and ``rotary_emb_base`` and the RoPE dict ``rope_scaling``
+            (transformers 4) or ``rope_parameters`` (transformers 5; both may be given if they
+            agree). Other entries are ignored.
+        head_dim: the head width ``d``; default ``config['qk_rope_head_dim']`` (DeepSeek's
+            multi-head latent attention, whose rotated part of a head is that wide, as
+            transformers sets ``head_dim`` for DeepSeek-V2/V3), else ``config['head_dim']``, else
             ``hidden_size // num_attention_heads`` (as transformers).
         seq_len: the current sequence length, for "dynamic" and "longrope" (whose speeds depend
             on it); None: the speeds transformers sets up at initialisation.
@@ -243,7 +247,12 @@ def rope_settings_from_config(config, head_dim=None, *, seq_len=None) -> tuple[i
     - "dynamic": ``L`` is ``max_position_embeddings`` (the dict's ``original_max_position_embeddings``
       is not read);
     - "default" rotates ``int(d p)`` dimensions, as GPT-NeoX, Phi and most models do (transformers'
-      Llama code alone ignores ``partial_rotary_factor`` for "default").
+      Llama code alone ignores ``partial_rotary_factor`` for "default");
+    - GPT-NeoX's spellings: ``rotary_emb_base`` is the base and ``rotary_pct`` the rotated fraction
+      when ``rope_theta`` / ``partial_rotary_factor`` are absent, as ``GPTNeoXConfig`` maps them (it
+      also defaults ``rotary_pct`` to 0.25 for GPT-NeoX configs that give none; a config read here
+      without the model type rotates the whole head unless it says otherwise). Both spellings of
+      one setting with different values are refused.
     """
     if not isinstance(config, Mapping):
         raise TypeError(
@@ -252,6 +261,8 @@ def rope_settings_from_config(config, head_dim=None, *, seq_len=None) -> tuple[i
         )
     rope = _rope_dict(config)
     kind = rope.get("rope_type") or rope.get("type") or "default"
+    if head_dim is None:
+        head_dim = _config_int(config, "qk_rope_head_dim", minimum=2)
     if head_dim is None:
         head_dim = _config_int(config, "head_dim", minimum=2)
     if head_dim is None:
@@ -268,11 +279,11 @@ def rope_settings_from_config(config, head_dim=None, *, seq_len=None) -> tuple[i
     where = f"config[{_rope_where(config)!r}]"
     base, base_name = rope.get("rope_theta"), f"{where}['rope_theta']"
     if base is None:
-        base, base_name = config.get("rope_theta"), "config['rope_theta']"
+        base, base_name = _one_of(config, "rope_theta", "rotary_emb_base")
     base = 10000.0 if base is None else check_base(base_name, base)
     partial = rope.get("partial_rotary_factor")
     if partial is None:
-        partial = config.get("partial_rotary_factor")
+        partial, _ = _one_of(config, "partial_rotary_factor", "rotary_pct")
     if seq_len is not None:
         seq_len = check_int("seq_len", seq_len, minimum=1)
 
@@ -315,6 +326,18 @@ def rope_settings_from_config(config, head_dim=None, *, seq_len=None) -> tuple[i
     if out == {"type": "default"}:
         return d, base, None
     return d, base, out
+
+
+def _one_of(config: Mapping, key: str, neox_key: str):
+    """``(value, "config[...]")`` of a top-level setting given as ``key`` or GPT-NeoX's ``neox_key``."""
+    value, other = config.get(key), config.get(neox_key)
+    if value is not None and other is not None and value != other:
+        raise ValueError(
+            f"config gives {key!r} = {value!r} and GPT-NeoX's spelling of it {neox_key!r} = {other!r}; give one"
+        )
+    if value is None and other is not None:
+        return other, f"config[{neox_key!r}]"
+    return value, f"config[{key!r}]"
 
 
 def _rope_where(config: Mapping) -> str:
