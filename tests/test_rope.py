@@ -174,6 +174,25 @@ def test_gradient_is_the_inverse_rotation(layout):
         torch.testing.assert_close(helpers.apply_rope(x, cos, sin, layout=layout), slow_rope(x, cos, sin, layout))
 
 
+@pytest.mark.parametrize("layout", helpers.LAYOUTS)
+@pytest.mark.parametrize("shape", [(6, 8), (2, 3, 6, 8)], ids=["T,d", "B,H,T,d"])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("rotary_dim", [None, 4])
+def test_autograd_path_matches_the_fast_path(layout, shape, dtype, rotary_dim):
+    # Under autograd apply_rope takes another formula: same values, same dtype and shape as the
+    # fast path for any number of leading dimensions, a bfloat16 input against float32 tables
+    # (computed in float32, returned in bfloat16), and a tail that passes through. In bfloat16 the
+    # fast path rounds its partial products, so the two may differ by one unit in the last place.
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(3)).to(dtype)
+    cos, sin = helpers.rope_cos_sin(6, rotary_dim or 8, dtype=torch.float32)
+    with torch.no_grad():
+        fast = helpers.apply_rope(x, cos, sin, layout=layout, rotary_dim=rotary_dim)
+    slow = helpers.apply_rope(x.clone().requires_grad_(), cos, sin, layout=layout, rotary_dim=rotary_dim)
+    assert slow.dtype == fast.dtype == dtype and slow.shape == fast.shape == x.shape
+    ulp = 0 if dtype == torch.float64 else 2.0**-7  # bfloat16: 8 significant bits
+    torch.testing.assert_close(slow.detach(), fast, rtol=ulp, atol=ulp / 8)
+
+
 def test_apply_rope_rejects_bad_input():
     cos, sin = helpers.rope_cos_sin(4, 8)
     x = torch.randn(4, 8)
