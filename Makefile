@@ -31,14 +31,18 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab $(ALLOW_ROOT) $(LAB_FLAGS) notebooks/00_start_here.ipynb
 
+# pytest-xdist: one test file or notebook per worker, a worker per core (PYTEST_WORKERS=0: one process).
+PYTEST_WORKERS ?= auto
+XDIST := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
+
 test: $(STAMP)
-	$(PY) -m pytest tests notebooks --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg -m "not browser" -p no:cacheprovider
+	$(PY) -m pytest tests notebooks --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg -m "not browser" -p no:cacheprovider $(XDIST)
 
 # The notebooks once more under another kernel path: torch's plain (non-SIMD) CPU kernels and one
 # thread. A saved output that holds only on one kind of CPU fails here.
 test-portable: $(STAMP)
 	ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
-		$(PY) -m pytest notebooks --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider -q
+		$(PY) -m pytest notebooks --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider -q $(XDIST)
 
 test-unit: $(STAMP)
 	$(PY) -m pytest tests -m "not browser" -p no:cacheprovider
