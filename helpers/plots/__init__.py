@@ -5,6 +5,7 @@ from . import clocks as _clocks
 from . import equivariance as _equivariance
 from . import experiment as _experiment
 from . import kernel as _kernel
+from . import models as _models
 from . import rope as _rope
 from . import scores as _scores
 from ._drawing import DPI, FULL, Drawing, new_figure
@@ -14,6 +15,7 @@ from .clocks import *  # noqa: F401,F403
 from .equivariance import *  # noqa: F401,F403
 from .experiment import *  # noqa: F401,F403
 from .kernel import *  # noqa: F401,F403
+from .models import *  # noqa: F401,F403
 from .rope import *  # noqa: F401,F403
 from .scores import *  # noqa: F401,F403
 
@@ -32,4 +34,5 @@ __all__ = [
     *_rope.__all__,
     *_bias.__all__,
     *_experiment.__all__,
+    *_models.__all__,
 ]
