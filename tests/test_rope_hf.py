@@ -210,6 +210,10 @@ CASES = [
     ("longrope-phi3-at-L", "Phi3Config", PHI3, 4096),
     ("longrope-phi3-past-L", "Phi3Config", PHI3, 4097),
     ("longrope-phi3-long", "Phi3Config", PHI3, 131072),
+    # The attention factor sqrt(1 + ln s / ln L) applies only for s > 1: s = 1.5, 1 and 0.5.
+    ("longrope-factor-1.5", "Phi3Config", {**PHI3, "max_position_embeddings": 6144}, None),
+    ("longrope-factor-1", "Phi3Config", {**PHI3, "max_position_embeddings": 4096}, None),
+    ("longrope-factor-0.5", "Phi3Config", {**PHI3, "max_position_embeddings": 2048}, None),
     (
         "longrope-new-partial",
         "LlamaConfig",
