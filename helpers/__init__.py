@@ -10,8 +10,8 @@ Note: ``helpers.attention`` is the function; the module is ``helpers.attention``
 # Import the modules first, under private names (the function ``attention`` shadows its module).
 from . import alibi as _alibi
 from . import attention as _attention
+from . import checks, exercises, plots, widgets
 from . import device as _device_module
-from . import exercises, plots, widgets
 from . import kernels as _kernels
 from . import relative as _relative
 from . import rope as _rope
@@ -40,6 +40,7 @@ def __getattr__(name):
 
 
 __all__ = [
+    "checks",
     "exercises",
     "experiment",  # noqa: F405  (imported on first use by __getattr__ above)
     "plots",

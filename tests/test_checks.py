@@ -1,0 +1,482 @@
+"""helpers.checks: each detector passes on helpers' own functions and on right implementations written
+the way other libraries write them, and fails, naming the cause, on each wrong variant of notebook 10."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import helpers
+from helpers.checks import (
+    CheckFailed,
+    CheckReport,
+    Finding,
+    check_alibi,
+    check_cached_decoding,
+    check_position_ids,
+    check_rope,
+    check_sinusoidal,
+    check_t5_bias,
+)
+
+LLAMA3 = {
+    "rope_type": "llama3",
+    "factor": 8.0,
+    "original_max_position_embeddings": 8192,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+}
+
+
+def fails_with(report: CheckReport, finding: str, *phrases: str) -> None:
+    """The report failed, on the property ``finding``, and that finding's detail holds every phrase."""
+    assert not report.passed, f"accepted:\n{report}"
+    found = report.finding(finding)
+    assert not found.passed, f"{finding} held:\n{report}"
+    for phrase in phrases:
+        assert phrase in found.detail, f"{phrase!r} not in {found.detail!r}"
+
+
+# ----- RoPE implementations, right and wrong ----------------------------------------------------------
+
+
+def helpers_rope(layout="interleaved", base=10000.0, scaling=None):
+    def rope(x, positions):
+        cos, sin = helpers.rope_cos_sin(positions, x.shape[-1], base, scaling=scaling, dtype=x.dtype)
+        return helpers.apply_rope(x, cos, sin, layout=layout)
+
+    return rope
+
+
+def hf_rope(x, positions, base=10000.0, inv_freq=None, table_dtype=torch.float32):
+    """Hugging Face style: float32 inv_freq, cat(freqs, freqs), rotate_half (the half layout)."""
+    d = x.shape[-1]
+    if inv_freq is None:
+        inv_freq = 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
+    freqs = positions.to(table_dtype)[:, None] * inv_freq.to(table_dtype)[None, :]  # (T, d/2)
+    emb = torch.cat((freqs, freqs), dim=-1).float()  # (T, d)
+    cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+    x1, x2 = x[..., : d // 2], x[..., d // 2 :]
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+def meta_rope(x, positions, base=10000.0):
+    """Meta style: complex numbers of adjacent pairs (the interleaved layout), float32 angles."""
+    d = x.shape[-1]
+    freqs = 1.0 / (base ** (torch.arange(0, d, 2)[: d // 2].float() / d))
+    turns = torch.polar(torch.ones(len(positions), d // 2), positions.float()[:, None] * freqs[None, :])
+    pairs = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+    return torch.view_as_real(pairs * turns).flatten(-2).to(x.dtype)
+
+
+def interleaved_with_half_table(x, positions):
+    """The interleaved rotation fed the half layout's full-width table cat(θ, θ)."""
+    d = x.shape[-1]
+    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, d, 2).float() / d))
+    emb = torch.cat((inv_freq, inv_freq))[None, :] * positions.float()[:, None]  # (T, d)
+    cos, sin = emb.cos(), emb.sin()
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    out = torch.empty_like(x)
+    out[..., 0::2] = x1 * cos[:, 0::2] - x2 * sin[:, 0::2]
+    out[..., 1::2] = x2 * cos[:, 1::2] + x1 * sin[:, 1::2]
+    return out
+
+
+def rotate_half_with_interleaved_table(x, positions):
+    """rotate_half fed the interleaved layout's full-width table (θ_0, θ_0, θ_1, θ_1, ...)."""
+    d = x.shape[-1]
+    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, d, 2).float() / d))
+    emb = inv_freq.repeat_interleave(2)[None, :] * positions.float()[:, None]  # (T, d)
+    x1, x2 = x[..., : d // 2], x[..., d // 2 :]
+    return x * emb.cos() + torch.cat((-x2, x1), dim=-1) * emb.sin()
+
+
+def test_helpers_rope_passes_in_both_layouts_and_with_scaling():
+    for layout in ("interleaved", "half"):
+        report = check_rope(helpers_rope(layout), layout=layout)
+        assert report.passed, report
+        assert layout in report.finding("layout").detail
+    report = check_rope(helpers_rope(base=500000.0, scaling=LLAMA3), base=500000.0, scaling=LLAMA3, d=128)
+    assert report.passed, report
+    yarn = {"type": "yarn", "factor": 4.0, "original_max_len": 4096}
+    report = check_rope(helpers_rope(scaling=yarn), scaling=yarn)  # tables times a = 0.1 ln 4 + 1
+    assert report.passed, report
+    assert "|R_m x| = 1.14 |x|" in report.finding("norm").detail
+
+
+def test_the_probes_go_to_the_device_asked_for():
+    seen = set()
+
+    def where(x, positions):
+        seen.add((x.device.type, positions.device.type))
+        return hf_rope(x, positions)
+
+    assert check_rope(where, layout="half", device="cpu").passed and seen == {("cpu", "cpu")}
+    assert check_cached_decoding(cached_step(), device=torch.device("cpu")).passed
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_an_implementation_on_cuda_is_checked_there():
+    def on_cuda(x, positions):
+        assert x.is_cuda and positions.is_cuda
+        d = x.shape[-1]
+        inv_freq = 1.0 / (10000.0 ** (torch.arange(0, d, 2, device=x.device).float() / d))
+        return hf_rope(x, positions, inv_freq=inv_freq)
+
+    assert check_rope(on_cuda, layout="half", device="cuda").passed
+    assert not check_rope(on_cuda, layout="interleaved", device="cuda").passed
+
+
+def test_third_party_style_implementations_pass():
+    assert check_rope(hf_rope, layout="half").passed, check_rope(hf_rope, layout="half")
+    assert check_rope(meta_rope, layout="interleaved").passed, check_rope(meta_rope, layout="interleaved")
+    report = check_rope(hf_rope, layout="half", dtype=torch.bfloat16)  # float32 angles, bfloat16 tables: fine
+    assert report.passed, report
+
+
+def test_a_float32_angle_passes_but_its_error_at_a_million_is_said():
+    detail = check_rope(hf_rope).finding("precision").detail
+    assert "the rounding of a float32 angle" in detail
+    assert "the rounding" not in check_rope(helpers_rope()).finding("precision").detail
+
+
+def test_the_layout_swapped_is_named():
+    fails_with(check_rope(hf_rope, layout="interleaved"), "layout", "(0, 32), (1, 33)", "the half layout")
+    fails_with(check_rope(helpers_rope("interleaved"), layout="half"), "layout", "(0, 1), (2, 3)", "interleaved")
+    report = check_rope(hf_rope, layout="interleaved")
+    assert [f.name for f in report.failures] == ["layout"]  # a valid RoPE otherwise: relative property holds
+
+
+def test_a_table_of_one_layout_with_the_others_rotation_is_named():
+    report = check_rope(interleaved_with_half_table)
+    fails_with(report, "rotation", "pair (0, 1) is not one rotation", "table built for the half layout")
+    fails_with(report, "norm")
+    fails_with(report, "relative", "depends on the absolute position")
+    report = check_rope(rotate_half_with_interleaved_table)
+    fails_with(report, "rotation", "table built for the interleaved layout used with rotate_half")
+
+
+def test_bfloat16_angles_are_caught_with_the_first_position_named():
+    def bf16_angles(x, positions):
+        return hf_rope(x, positions, table_dtype=torch.bfloat16)
+
+    for dtype in (torch.float32, torch.bfloat16):
+        report = check_rope(bf16_angles, layout="half", dtype=dtype)
+        fails_with(report, "precision", "first pass the tolerance at position", "too low a precision")
+        fails_with(report, "relative", "depends on the absolute position")
+    # In float32 the speeds themselves are seen to be rounded (bfloat16 inv_freq), wrong from position 1 on.
+    report = check_rope(bf16_angles, layout="half")
+    fails_with(report, "speeds", "within 1%", "rounded to a low precision")
+    fails_with(report, "precision", "first pass the tolerance at position 1 ")
+    # Against bfloat16 tolerances the speeds pass, and the tables fail a few dozen positions in.
+    detail = check_rope(bf16_angles, layout="half", dtype=torch.bfloat16).finding("precision").detail
+    position = int(detail.split("at position ")[1].split(" ")[0])
+    assert 8 <= position <= 100, detail
+
+
+def test_the_base_ignored_is_named():
+    def fixed_base(x, positions):
+        return hf_rope(x, positions, base=10000.0)
+
+    fails_with(
+        check_rope(fixed_base, base=500000.0, layout="half"),
+        "speeds",
+        "helpers (base 500,000) says",
+        "configured base is ignored and the default 10000 used",
+    )
+
+
+def test_the_exponent_without_its_2_is_named():
+    def half_exponent(x, positions):
+        d = x.shape[-1]
+        return hf_rope(x, positions, inv_freq=1.0 / 10000.0 ** (torch.arange(d // 2).float() / d))
+
+    fails_with(check_rope(half_exponent, layout="half"), "speeds", "base 100 ", "its 2 is missing")
+
+
+def test_linear_scaling_where_llama3_is_meant_is_named():
+    def linear(x, positions):
+        d = x.shape[-1]
+        inv_freq = 1.0 / (500000.0 ** (torch.arange(0, d, 2).float() / d)) / 8.0
+        return hf_rope(x, positions, inv_freq=inv_freq)
+
+    report = check_rope(linear, d=128, base=500000.0, scaling=LLAMA3, layout="half")
+    fails_with(report, "speeds", "speeds of linear scaling with factor 8, not of llama3", "keeps the fast ones")
+    ignored = check_rope(lambda x, p: hf_rope(x, p, base=500000.0), d=128, base=500000.0, scaling=LLAMA3)
+    fails_with(ignored, "speeds", "plain RoPE's speeds with base 500000: the scaling")
+
+
+def test_pairs_turning_backwards_are_named():
+    def backwards(x, positions):
+        return hf_rope(x, -positions)
+
+    fails_with(check_rope(backwards, layout="half"), "speeds", "turns backwards")
+
+
+def test_positions_read_from_the_row_index_are_named():
+    def by_row(x, positions):
+        return hf_rope(x, torch.arange(x.shape[0]))
+
+    fails_with(check_rope(by_row), "positions", "reads the position from the row index")
+
+
+def test_bad_outputs_are_reported_with_what_was_expected():
+    fails_with(check_rope(lambda x, p: x[:, :-1]), "output", "returned shape", "expected (3, 64)")
+    fails_with(check_rope(lambda x, p: x.double()), "output", "dtype torch.float64", "expected torch.float32")
+    fails_with(check_rope(lambda x, p: x * float("nan")), "output", "NaN")
+    fails_with(check_rope(lambda x, p: x.numpy()), "output", "returned ndarray", "tensor")
+    fails_with(check_rope(lambda x, p: 1 / 0), "output", "rope_fn raised ZeroDivisionError", "positions [9, 9, 9]")
+
+
+@pytest.mark.parametrize(
+    "call, error, argument",
+    [
+        (lambda: check_rope(3), TypeError, "rope_fn"),
+        (lambda: check_rope(hf_rope, d=5), ValueError, "d must"),
+        (lambda: check_rope(hf_rope, d=2), ValueError, "d must"),
+        (lambda: check_rope(hf_rope, base=1.0), ValueError, "base"),
+        (lambda: check_rope(hf_rope, layout="neox"), ValueError, "layout"),
+        (lambda: check_rope(hf_rope, max_position=10), ValueError, "max_position"),
+        (lambda: check_rope(hf_rope, dtype=torch.int64), TypeError, "dtype"),
+        (lambda: check_rope(hf_rope, scaling={"type": "warp"}), ValueError, "warp"),
+        (lambda: check_rope(hf_rope, device="nowhere"), ValueError, "device"),
+        (lambda: check_cached_decoding(len, device=3.5), ValueError, "device"),
+        (lambda: check_alibi(None), TypeError, "bias_fn"),
+        (lambda: check_alibi(helpers.alibi_bias, max_heads=0), ValueError, "max_heads"),
+        (lambda: check_alibi(helpers.alibi_bias, n_tokens=2.0), TypeError, "n_tokens"),
+        (lambda: check_position_ids("cumsum"), TypeError, "position_ids_fn"),
+        (lambda: check_position_ids(len, attention_mask=torch.tensor([[1, 0]])), ValueError, "left-padded"),
+        (lambda: check_position_ids(len, attention_mask=torch.tensor([1, 1])), ValueError, "attention_mask"),
+        (lambda: check_cached_decoding(1), TypeError, "step_fn"),
+        (lambda: check_cached_decoding(len, chunks=(4,)), ValueError, "chunks"),
+        (lambda: check_cached_decoding(len, chunks=(4, 0)), ValueError, "chunks"),
+        (lambda: check_cached_decoding(len, layout="neox"), ValueError, "layout"),
+        (lambda: check_sinusoidal(1.0), TypeError, "pe_fn"),
+        (lambda: check_sinusoidal(len, d=7), ValueError, "d must"),
+        (lambda: check_sinusoidal(len, n_positions=4), ValueError, "n_positions"),
+        (lambda: check_t5_bias(len, bidirectional=1), TypeError, "bidirectional"),
+        (lambda: check_t5_bias(len, num_buckets=2), ValueError, "num_buckets"),
+    ],
+)
+def test_bad_arguments_name_the_argument(call, error, argument):
+    with pytest.raises(error, match=argument):
+        call()
+
+
+# ----- the report -----------------------------------------------------------------------------------
+
+
+def test_the_report_reads_as_a_verdict_and_findings_and_raises_on_demand():
+    good = check_rope(hf_rope, layout="half")
+    assert good.verdict.startswith("check_rope: passed (rotation, norm, relative, layout, speeds, precision)")
+    assert good.diagnosis == "" and good.raise_if_failed() is good
+    assert repr(good) == str(good) and str(good).splitlines()[1].startswith("  ok   rotation:")
+    bad = check_rope(hf_rope, layout="interleaved")
+    assert bad.verdict == "check_rope: FAILED on layout (5 of 6 held)"
+    assert bad.diagnosis == bad.finding("layout").detail
+    assert "  FAIL layout: pairs (0, 32)" in str(bad)
+    with pytest.raises(CheckFailed, match="FAIL layout"):
+        bad.raise_if_failed()
+    with pytest.raises(KeyError, match="precision"):
+        CheckReport("x", (Finding("a", True, "fine"),)).finding("precision")
+
+
+# ----- ALiBi ------------------------------------------------------------------------------------------
+
+
+def slopes_direct(n_heads):
+    return torch.tensor([2.0 ** (-8.0 * (k + 1) / n_heads) for k in range(n_heads)], dtype=torch.float64)
+
+
+def alibi_from(slopes_fn, *, sign=1.0, top_left=False, mask_top_left=False):
+    """A distance-form ALiBi bias (H, Tq, Tk) with the given slopes and the causal mask; top_left measures the
+    distance from query 0 at position 0, mask_top_left aligns the mask so too."""
+
+    def bias(n_heads, n_queries, n_keys):
+        j = torch.arange(n_keys)[None, :]
+        i = torch.arange(n_queries)[:, None] + (0 if top_left else n_keys - n_queries)
+        distance = (i - j).double()
+        b = -sign * slopes_fn(n_heads)[:, None, None] * distance.clamp(min=0)
+        i_mask = torch.arange(n_queries)[:, None] + (0 if mask_top_left else n_keys - n_queries)
+        return b.masked_fill(j > i_mask, float("-inf")).float()
+
+    return bias
+
+
+def bloom_style(n_heads, n_queries, n_keys):
+    """The reference code's and BLOOM's +m_h j row, with the causal mask added (one row for all queries)."""
+    row = helpers.alibi_slopes(n_heads)[:, None, None] * torch.arange(n_keys)[None, None, :]  # (H, 1, Tk)
+    return (row + torch.zeros(1, n_queries, 1, dtype=torch.float64)).masked_fill(
+        ~helpers.causal_mask(n_queries, n_keys), float("-inf")
+    )
+
+
+def test_right_alibi_biases_pass():
+    assert check_alibi(lambda h, q, k: helpers.alibi_bias(h, q, k)).passed
+    assert check_alibi(bloom_style).passed, check_alibi(bloom_style)
+    assert check_alibi(alibi_from(helpers.alibi_slopes)).passed
+    unmasked = check_alibi(lambda h, q, k: -helpers.alibi_slopes(h)[:, None, None] * torch.zeros(h, q, k))
+    assert not unmasked.passed  # a bias of zeros is not ALiBi
+
+
+def test_slopes_for_a_head_count_that_is_not_a_power_of_two_are_named():
+    report = check_alibi(alibi_from(slopes_direct))
+    fails_with(
+        report,
+        "slopes",
+        "right for every power of two",
+        "first at H = 3",
+        "2^(-8k/H) with H = 3",
+        "appends every other slope of 4 heads",
+    )
+    assert report.passed is False and [f.name for f in report.failures] == ["slopes"]
+    twelve = check_alibi(alibi_from(slopes_direct), max_heads=12).finding("slopes").detail
+    assert "wrong for 8 of 12 head counts" in twelve
+
+
+def test_the_sign_flipped_is_named():
+    fails_with(check_alibi(alibi_from(helpers.alibi_slopes, sign=-1.0)), "sign", "far keys are favoured")
+
+
+def test_zero_bias_at_every_decoding_step_is_named():
+    report = check_alibi(alibi_from(helpers.alibi_slopes, top_left=True))
+    fails_with(report, "decoding", "the same for every key", "ALiBi does nothing while generating")
+    fails_with(report, "alignment", "places it at position 0 (top-left)")
+    assert report.finding("slopes").passed  # the full square bias is right
+    masked = check_alibi(alibi_from(helpers.alibi_slopes, top_left=True, mask_top_left=True))
+    fails_with(masked, "decoding", "own key 15 is masked with -inf")
+
+
+def test_a_masked_visible_key_and_a_wrong_shape_are_reported():
+    def too_much_mask(n_heads, n_queries, n_keys):
+        return helpers.alibi_bias(n_heads, n_queries, n_keys).masked_fill(
+            torch.eye(n_queries, n_keys).bool(), -math.inf
+        )
+
+    fails_with(check_alibi(too_much_mask), "output", "a key the query may see is masked")
+    fails_with(check_alibi(lambda h, q, k: helpers.alibi_bias(h, q, k)[0]), "output", "expected (8, 16, 16)")
+
+
+# ----- position ids -------------------------------------------------------------------------------------
+
+
+def test_position_ids_from_the_mask_pass_and_left_padding_ignored_fails():
+    def from_mask(mask):  # Hugging Face's generate: cumsum - 1, padding set to 1
+        return (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 1)
+
+    assert check_position_ids(from_mask).passed
+    fails_with(
+        check_position_ids(lambda mask: torch.arange(mask.shape[1]).expand_as(mask)),
+        "left padding",
+        "row 0, column 3: position 3, expected 0",
+        "left padding is ignored",
+    )
+    fails_with(check_position_ids(lambda mask: mask.cumsum(-1)), "left padding", "one too large")
+    fails_with(check_position_ids(lambda mask: mask.cumsum(-1).float() - 1), "output", "expected an integer tensor")
+
+
+# ----- cached decoding ----------------------------------------------------------------------------------
+
+
+def cached_step(*, offset=True, sdpa_top_left=False, layout="interleaved"):
+    def step(q, k, v, cache):
+        keys, values = cache if cache is not None else (q[:0], q[:0])
+        start = keys.shape[0] if offset else 0
+        cos, sin = helpers.rope_cos_sin(start + q.shape[0], q.shape[-1], dtype=q.dtype)
+        q_rot = helpers.apply_rope(q, cos, sin, layout=layout, positions=start)
+        k_rot = helpers.apply_rope(k, cos, sin, layout=layout, positions=start)
+        keys, values = torch.cat((keys, k_rot)), torch.cat((values, v))
+        if sdpa_top_left:
+            out = torch.nn.functional.scaled_dot_product_attention(q_rot, keys, values, is_causal=True)
+        else:
+            out, _ = helpers.attention(q_rot, keys, values, causal=True)
+        return out, (keys, values)
+
+    return step
+
+
+def test_cached_decoding_right_passes_and_the_two_known_faults_are_named():
+    assert check_cached_decoding(cached_step()).passed
+    assert check_cached_decoding(cached_step(layout="half"), layout="half").passed
+    fails_with(
+        check_cached_decoding(cached_step(offset=False)),
+        "cache",
+        "step 1 (3 new tokens at positions 5..7, 5 cached)",
+        "rotating every step from position 0",
+    )
+    fails_with(check_cached_decoding(cached_step(sdpa_top_left=True)), "cache", "causal mask aligned top-left")
+    memo = {}
+
+    def memoized(q, k, v, cache):  # tables keyed by the step's length only
+        keys, values = cache if cache is not None else (q[:0], q[:0])
+        if len(q) not in memo:
+            memo[len(q)] = helpers.rope_cos_sin(torch.arange(len(keys), len(keys) + len(q)), q.shape[-1])
+        cos, sin = (t.to(q.dtype) for t in memo[len(q)])
+        keys = torch.cat((keys, helpers.apply_rope(k, cos, sin)))
+        values = torch.cat((values, v))
+        return helpers.attention(helpers.apply_rope(q, cos, sin), keys, values, causal=True)[0], (keys, values)
+
+    fails_with(check_cached_decoding(memoized), "cache", "step 3 (1 new token at positions 9..9", "memoized")
+    fails_with(check_cached_decoding(cached_step(layout="half")), "cache", "step 0")
+    fails_with(check_cached_decoding(lambda q, k, v, cache: q), "output", "expected a tuple (output, cache)")
+
+
+# ----- sinusoidal ---------------------------------------------------------------------------------------
+
+
+def tutorial_pe(T, d, sign=-1.0, step=2, swap=False, concat=False):
+    """The classic tutorial's table: div_term = exp(arange(0, d, 2) * (-ln(10000) / d))."""
+    position = torch.arange(T, dtype=torch.float32)[:, None]
+    div_term = torch.exp(torch.arange(0, d, step)[: d // 2].float() * (sign * math.log(10000.0) / d))
+    s, c = torch.sin(position * div_term), torch.cos(position * div_term)
+    if concat:
+        return torch.cat((s, c), dim=-1)
+    pe = torch.zeros(T, d)
+    pe[:, 0::2], pe[:, 1::2] = (c, s) if swap else (s, c)
+    return pe
+
+
+def test_sinusoidal_right_passes_and_each_wrong_table_is_named():
+    assert check_sinusoidal(tutorial_pe).passed
+    assert check_sinusoidal(lambda T, d: helpers.sinusoidal_pe(T, d)).passed
+    fails_with(check_sinusoidal(lambda T, d: tutorial_pe(T, d, sign=1.0)), "speeds", "sign is flipped")
+    fails_with(check_sinusoidal(lambda T, d: tutorial_pe(T, d, step=1)), "speeds", "its 2 is missing")
+    swapped = check_sinusoidal(lambda T, d: tutorial_pe(T, d, swap=True))
+    fails_with(swapped, "layout", "sin and cos swapped")
+    assert swapped.finding("speeds").passed
+    fails_with(check_sinusoidal(lambda T, d: tutorial_pe(T, d, concat=True)), "layout", "concatenated [sin ... | cos")
+    fails_with(check_sinusoidal(lambda T, d: tutorial_pe(T + 1, d)[1:]), "layout", "do not start at 0")
+
+    def per_column_exponent(T, d):  # column k uses 10000^(-k/d): the two columns of a pair differ
+        angle = torch.arange(T, dtype=torch.float64)[:, None] * 10000.0 ** (-torch.arange(d) / d)
+        pe = angle.sin()
+        pe[:, 1::2] = angle[:, 1::2].cos()
+        return pe
+
+    fails_with(check_sinusoidal(per_column_exponent), "speeds", "sin² + cos² = ", "different speeds")
+
+    def precedence_slip(T, d):  # -log(b) / d // 2 is (-log(b) / d) // 2 = -1
+        div_term = torch.exp(torch.arange(0, d, 2).float() * (-math.log(10000.0) / d // 2))
+        angle = torch.arange(T).float()[:, None] * div_term
+        pe = torch.zeros(T, d)
+        pe[:, 0::2], pe[:, 1::2] = angle.sin(), angle.cos()
+        return pe
+
+    fails_with(check_sinusoidal(precedence_slip), "speeds", "(-log(b) / d) // 2 = -1")
+
+
+# ----- T5 buckets ---------------------------------------------------------------------------------------
+
+
+def test_t5_buckets_right_pass_and_the_sign_and_the_flag_are_named():
+    assert check_t5_bias(lambda rel: helpers.relative_position_bucket(rel)).passed
+    fails_with(check_t5_bias(lambda rel: helpers.relative_position_bucket(-rel)), "buckets", "Past and future")
+    fails_with(
+        check_t5_bias(lambda rel: helpers.relative_position_bucket(rel, bidirectional=False)),
+        "buckets",
+        "bidirectional=False",
+    )
+    fails_with(check_t5_bias(lambda rel: helpers.relative_position_bucket(rel) + 1), "distance 0", "bucket 1")
