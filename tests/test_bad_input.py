@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -44,6 +46,20 @@ CASES = [
         ValueError,
         ["w_q", "d_model=4"],
     ),
+    (
+        lambda: helpers.score_terms(torch.randn(3, 4), torch.randn(3, 4), torch.randn(2, 4), torch.randn(2, 5)),
+        ValueError,
+        ["w_k", "d_model=4", "(2, 5)"],
+    ),
+    (
+        lambda: helpers.score_terms(torch.randn(3, 4), torch.randn(3, 4), torch.randn(2, 4), torch.randn(3, 4)),
+        ValueError,
+        ["w_q", "w_k", "same shape", "(2, 4)", "(3, 4)"],
+    ),
+    (lambda: helpers.score_terms(torch.ones(3, 4, dtype=torch.int64), q[0], q[0], q[0]), TypeError, ["x", "int64"]),
+    (lambda: helpers.score_terms(q[0], torch.ones(3, 4, dtype=torch.int64), q[0], q[0]), TypeError, ["p", "int64"]),
+    (lambda: helpers.score_terms(q[0], q[0], torch.ones(3, 4, dtype=torch.int64), q[0]), TypeError, ["w_q", "int64"]),
+    (lambda: helpers.score_terms(q[0], q[0], q[0], torch.ones(3, 4, dtype=torch.int64)), TypeError, ["w_k", "int64"]),
     (lambda: helpers.rope_cos_sin(4, 6, base=1), ValueError, ["base"]),
     (lambda: helpers.rope_cos_sin(4, 7), ValueError, ["d", "7", "even"]),
     (lambda: helpers.apply_rope(q, *helpers.rope_cos_sin(2, 8)), ValueError, ["cos", "2", "4"]),
@@ -68,4 +84,5 @@ def test_bad_input_is_named_in_the_message(call, error, words):
         call()
     message = str(caught.value)
     for word in words:
-        assert word in message, f"{word!r} missing from {message!r}"
+        # A whole word: "w_q" is not named by "XXw_qXX" or "w_qk".
+        assert re.search(rf"(?<![\w]){re.escape(word)}(?![\w])", message), f"{word!r} missing from {message!r}"
