@@ -15,6 +15,7 @@ checks every entry against transformers' own RoPE code).
   (their own base, no scaling). ``recommended=True``: the maker's recommended ``rope_scaling``
   (Qwen2.5's YaRN) instead of the shipped one.
 - ``rope_layers(model)``: per layer, which RoPE it uses ("rope", "global", "local") or "none".
+- An entry's optional ``pair_layout`` says which dimensions its maker's code pairs (``PAIR_LAYOUTS``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,15 @@ from ._checks import check_int
 from .rope import rope_frequencies
 from .rope_config import rope_settings_from_config
 
-__all__ = ["ModelRope", "rope_models", "model_rope", "rope_layers", "ROPE_MODELS_PATH", "LAYER_KINDS"]
+__all__ = [
+    "ModelRope",
+    "rope_models",
+    "model_rope",
+    "rope_layers",
+    "ROPE_MODELS_PATH",
+    "LAYER_KINDS",
+    "PAIR_LAYOUTS",
+]
 
 #: The data file read by default: ``data/rope_models.json`` beside the ``helpers`` package.
 ROPE_MODELS_PATH = Path(__file__).resolve().parent.parent / "data" / "rope_models.json"
@@ -41,7 +50,10 @@ ROPE_MODELS_PATH = Path(__file__).resolve().parent.parent / "data" / "rope_model
 LAYER_KINDS = ("rope", "global", "local", "none")
 
 _ENTRY_KEYS = {"key", "name", "family", "year", "config", "sources", "notes"}
-_OPTIONAL_KEYS = {"recommended_rope_scaling", "layer_pattern"}
+_OPTIONAL_KEYS = {"recommended_rope_scaling", "layer_pattern", "pair_layout"}
+
+#: Which dimensions form a rotated pair in a maker's reference code (notebook 06, the two layouts).
+PAIR_LAYOUTS = ("half", "interleaved")
 
 
 @dataclass(frozen=True)
@@ -123,6 +135,10 @@ def _check_entry(entry, where: str) -> None:
     if not entry["sources"] or not all(isinstance(s, Mapping) and s.get("where") for s in entry["sources"]):
         raise ValueError(
             f"{where} ({entry['key']!r}): every value needs a source; 'sources' is empty or has no 'where'"
+        )
+    if "pair_layout" in entry and entry["pair_layout"] not in PAIR_LAYOUTS:
+        raise ValueError(
+            f"{where} ({entry['key']!r}): pair_layout must be one of {PAIR_LAYOUTS}, got {entry['pair_layout']!r}"
         )
     try:
         _settings(entry, local=False, recommended=False)

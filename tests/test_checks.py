@@ -165,12 +165,12 @@ def test_bfloat16_angles_are_caught_with_the_first_position_named():
 
     for dtype in (torch.float32, torch.bfloat16):
         report = check_rope(bf16_angles, layout="half", dtype=dtype)
-        fails_with(report, "precision", "first pass the tolerance at position", "too low a precision")
+        fails_with(report, "precision", "first exceed the tolerance at position", "too low a precision")
         fails_with(report, "relative", "depends on the absolute position")
     # In float32 the speeds themselves are seen to be rounded (bfloat16 inv_freq), wrong from position 1 on.
     report = check_rope(bf16_angles, layout="half")
     fails_with(report, "speeds", "within 1%", "rounded to a low precision")
-    fails_with(report, "precision", "first pass the tolerance at position 1 ")
+    fails_with(report, "precision", "first exceed the tolerance at position 1 ")
     # Against bfloat16 tolerances the speeds pass, and the tables fail a few dozen positions in.
     detail = check_rope(bf16_angles, layout="half", dtype=torch.bfloat16).finding("precision").detail
     position = int(detail.split("at position ")[1].split(" ")[0])
@@ -465,7 +465,7 @@ def test_sinusoidal_right_passes_and_each_wrong_table_is_named():
         pe[:, 0::2], pe[:, 1::2] = angle.sin(), angle.cos()
         return pe
 
-    fails_with(check_sinusoidal(precedence_slip), "speeds", "(-log(b) / d) // 2 = -1")
+    fails_with(check_sinusoidal(precedence_slip), "speeds", "(-log(b) / d) // 2, which is -1 whenever")
 
 
 # ----- T5 buckets ---------------------------------------------------------------------------------------
@@ -480,3 +480,118 @@ def test_t5_buckets_right_pass_and_the_sign_and_the_flag_are_named():
         "bidirectional=False",
     )
     fails_with(check_t5_bias(lambda rel: helpers.relative_position_bucket(rel) + 1), "distance 0", "bucket 1")
+
+
+# ----- right implementations from other code bases that an earlier tolerance rejected ----------------
+
+
+def meta_rope_computed_in_float32(x, positions, base=10000.0):
+    """Meta's llama: complex RoPE computed in float32 whatever x's dtype (x.float() ... type_as(x))."""
+    d = x.shape[-1]
+    freqs = 1.0 / (base ** (torch.arange(0, d, 2)[: d // 2].float() / d))
+    cis = torch.polar(torch.ones(len(positions), d // 2), torch.outer(positions.float(), freqs))
+    xc = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+    return torch.view_as_real(xc * cis).flatten(-2).type_as(x)
+
+
+def test_metas_complex_rope_in_float64_passes_and_says_it_computes_in_float32():
+    report = check_rope(meta_rope_computed_in_float32, layout="interleaved", dtype=torch.float64)
+    assert report.passed, str(report)
+    assert "computed internally in float32" in report.finding("norm").detail
+    # a float64 implementation says nothing of the kind, and a real norm fault is still caught
+    assert "internally" not in check_rope(helpers_rope(), dtype=torch.float64).finding("norm").detail
+    fails_with(
+        check_rope(lambda x, p: 1.001 * meta_rope_computed_in_float32(x, p), dtype=torch.float64),
+        "norm",
+        "differs from 1 by 1.00e-03",
+    )
+
+
+def test_a_table_of_fixed_length_is_told_to_pass_max_position():
+    table = helpers.rope_cos_sin(4096, 64, dtype=torch.float32)
+
+    def fixed(x, positions):
+        return helpers.apply_rope(x, table[0][positions], table[1][positions], layout="interleaved")
+
+    report = check_rope(fixed)
+    fails_with(report, "output", "IndexError", "pass max_position=N")
+    assert "not checked: rotation, norm, relative, layout, speeds, precision" in report.verdict
+    assert check_rope(fixed, max_position=4096).passed
+
+
+def pytorch_tutorial_pe(T, d):
+    """The PyTorch tutorial's PositionalEncoding table, float32 throughout."""
+    position = torch.arange(T).unsqueeze(1)
+    div_term = torch.exp(torch.arange(0, d, 2) * (-math.log(10000.0) / d))
+    pe = torch.zeros(T, d)
+    pe[:, 0::2] = torch.sin(position * div_term)
+    pe[:, 1::2] = torch.cos(position * div_term)
+    return pe
+
+
+def test_the_tutorials_float32_table_passes_at_realistic_lengths():
+    for T, d in ((2048, 512), (512, 512), (1024, 64)):
+        report = check_sinusoidal(pytorch_tutorial_pe, d=d, n_positions=T)
+        assert report.passed, f"T={T}, d={d}:\n{report}"
+
+    # its tolerance follows the angle: a table off by 1e-3 at position 5 (where float32 is exact to 1e-6) fails
+    def nudged(T, d):
+        pe = pytorch_tutorial_pe(T, d)
+        pe[5, 0], pe[5, 1] = math.sin(5.001), math.cos(5.001)  # pair 0 turned 1e-3 too far at position 5
+        return pe
+
+    report = check_sinusoidal(nudged, d=512, n_positions=2048)
+    fails_with(report, "speeds", "largest difference at pair 0, position 5", "the configured base 10,000")
+    assert "not 10,000" not in report.diagnosis
+
+
+def allennlp_pe(T, d, max_timescale=1.0e4):
+    """AllenNLP's add_positional_features (tensor2tensor's timescales): [sin | cos] halves."""
+    inc = math.log(max_timescale) / (d // 2 - 1)
+    scaled = torch.arange(T).float()[:, None] * torch.exp(torch.arange(d // 2).float() * -inc)[None, :]
+    return torch.cat([torch.sin(scaled), torch.cos(scaled)], 1)
+
+
+def test_tensor2tensors_timescales_are_named_not_fitted_to_another_base():
+    report = check_sinusoidal(allennlp_pe)
+    fails_with(report, "layout", "concatenated [sin ... | cos ...]")
+    fails_with(report, "speeds", "tensor2tensor's timescales, θ_i = b^(-i/(d/2 - 1))")
+
+
+def bloom_alibi(n_heads, n_keys, dtype):
+    """BLOOM's build_alibi_tensor for one unpadded row: +m_h j, shape (H, 1, Tk), cast to dtype."""
+    slopes = helpers.alibi_slopes(n_heads).float()
+    return (slopes[:, None, None] * torch.arange(n_keys).float()[None, None, :]).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_blooms_broadcastable_bias_passes_in_every_dtype(dtype):
+    report = check_alibi(lambda H, Tq, Tk: bloom_alibi(H, Tk, dtype))
+    assert report.passed, str(report)
+    low = dtype != torch.float32
+    assert ("compared within its rounding" in report.finding("slopes").detail) == low
+    # the slack is the rounding's: a slope 2% off in bfloat16 still fails
+    wrong = check_alibi(lambda H, Tq, Tk: (1.02 * bloom_alibi(H, Tk, torch.float32)).to(dtype))
+    fails_with(wrong, "slopes", "wrong for ", "head counts")
+
+
+def test_a_bias_constant_along_each_row_is_named_ggml_143():
+    def by_query(n_heads, n_queries, n_keys):  # ggml#143: the bias grows with the query's index only
+        i = torch.arange(n_queries)[:, None] + (n_keys - n_queries)
+        bias = -helpers.alibi_slopes(n_heads)[:, None, None] * (i + 1).double().expand(n_queries, n_keys)
+        return bias.masked_fill(torch.arange(n_keys)[None, :] > i, float("-inf"))
+
+    report = check_alibi(by_query)
+    fails_with(report, "distance", "depends on the query's index only", "no ALiBi at all")
+    assert report.skipped == ("sign", "slopes", "decoding", "alignment")
+    assert "an earlier failure makes them meaningless" in str(report)
+
+
+def test_a_missing_clamp_in_t5_buckets_is_named():
+    def no_clamp(rel, num_buckets=16, max_distance=128):  # candle#1312: no min(..., num_buckets - 1)
+        out = (rel > 0).long() * num_buckets
+        n = rel.abs()
+        large = 8 + (torch.log(n.float() / 8) / math.log(max_distance / 8) * 8).long()
+        return out + torch.where(n < 8, n, large)
+
+    fails_with(check_t5_bias(no_clamp), "buckets", "the clamp to bucket 15", "bucket 16, the first future bucket")

@@ -44,7 +44,8 @@ def test_09_1_the_reveal_agrees_with_a_computation_by_hand():
     def score(m, n):
         return float(turn(q, m) @ turn(k, n))
 
-    prompt = 8
+    prompt = helpers.exercises.get("09.1").params["P"]
+    assert prompt == 6  # the same P as the notebook's decoding demo
     assert score(0, 0) == pytest.approx(score(prompt, prompt), abs=1e-12)  # with itself: offset 0 either way
     assert all(abs(score(0, j) - score(prompt, j)) > 1e-3 for j in range(prompt))  # with the cache: all differ
 
@@ -80,22 +81,24 @@ def test_09_2_recorded_mistakes():
 # ----- 09.3 · DeepSeek-V3's softmax temperature -------------------------------------------------------
 
 
-def test_09_3_the_square_of_yarns_factor():
+def test_09_3_the_temperature_is_one_over_the_square_of_yarns_factor():
     scaling = MODELS["deepseek_v3"]["config"]["rope_scaling"]
-    right = (0.1 * scaling["mscale_all_dim"] * math.log(scaling["factor"]) + 1.0) ** 2
-    assert round(right, 3) == 1.874
-    assert verdict("09.3", right).correct and verdict("09.3", 1.87).correct
-    assert not verdict("09.3", 1.88).correct and not verdict("09.3", 1.86).correct
+    factor = (0.1 * scaling["mscale_all_dim"] * math.log(scaling["factor"]) + 1.0) ** 2  # on every score
+    right = 1 / factor
+    assert round(factor, 3) == 1.874 and round(right, 3) == 0.534
+    assert verdict("09.3", right).correct and verdict("09.3", 0.534).correct
+    assert not verdict("09.3", 0.535).correct and not verdict("09.3", 0.533).correct
 
 
 @pytest.mark.parametrize(
     "wrong, says",
     [
-        (1.369, "one side only"),  # 0.1 ln 40 + 1, not squared
-        (1.0, "the tables carry"),
-        (1.346, "log10"),
-        (2.348, "log2"),
-        (0.136, "without the + 1"),
+        (1.874, "temperature T = 1/c"),  # the factor on the scores, not inverted
+        (0.7306, "one side only"),  # 1 / (0.1 ln 40 + 1)
+        (1.0, "the cos and sin tables carry"),
+        (1 / 1.346, "log10"),
+        (1 / 2.348, "log2"),
+        (1 / 0.1361, "without the + 1"),
     ],
 )
 def test_09_3_recorded_mistakes(wrong, says):

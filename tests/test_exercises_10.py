@@ -46,7 +46,10 @@ def test_10_2_the_fault_is_the_mismatched_table():
 
 def test_10_2_the_wrong_faults_are_named():
     says("10.2", "layout swapped", "look at the table it is fed")
-    says("10.2", "angles in low precision", "bfloat16 or float16")
+    says("10.2", "angles in low precision", "section 3's fix, not its bug")
+    # the notebook's answer to 10.3 (float64 angles, tables cast) passes the bfloat16 check section 3 teaches
+    report = helpers.checks.check_rope(rope_fixed_float64_angles, layout="half", dtype=torch.bfloat16)
+    assert report.passed, str(report)
     says("10.2", "base ignored", "how they are repeated")
 
 
@@ -54,12 +57,25 @@ def test_10_2_the_wrong_faults_are_named():
 
 
 def _faulty(x, positions):
-    """The notebook's rope_faulty, copied: rotate_half with the table (θ_0, θ_0, θ_1, θ_1, ...)."""
+    """The notebook's rope_faulty, copied: rotate_half with the table (θ_0, θ_0, θ_1, θ_1, ...), float64 angles."""
     d = x.shape[-1]
-    angle = positions.to(x.dtype)[:, None] * (10000.0 ** (-torch.arange(0, d, 2, dtype=x.dtype) / d)).repeat_interleave(
-        2
-    )
-    return x * angle.cos() + torch.cat((-x[..., d // 2 :], x[..., : d // 2]), dim=-1) * angle.sin()
+    inv_freq = 1.0 / 10000.0 ** (torch.arange(d // 2, dtype=torch.float64) * 2 / d)  # (d/2,)
+    freqs = torch.outer(positions.double(), inv_freq)  # (T, d/2)
+    emb = torch.stack((freqs, freqs), dim=-1).flatten(-2)  # (T, d)
+    cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+    half = d // 2
+    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+
+
+def rope_fixed_float64_angles(x, positions):
+    """The model answer of 10.3: angles in float64, cos and sin cast to x's dtype."""
+    d = x.shape[-1]
+    inv_freq = 1.0 / 10000.0 ** (torch.arange(d // 2, dtype=torch.float64) * 2 / d)
+    freqs = torch.outer(positions.double(), inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+    half = d // 2
+    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
 
 
 def rope_by_pairs(x, positions):
@@ -75,7 +91,7 @@ def rope_by_pairs(x, positions):
 
 
 def test_10_3_a_right_function_passes_and_the_reference_is_helpers():
-    assert verdict("10.3", rope_by_pairs).correct
+    assert verdict("10.3", rope_by_pairs).correct and verdict("10.3", rope_fixed_float64_angles).correct
     assert "all 7 inputs" in verdict("10.3", rope_by_pairs).message
     x, p = torch.randn(4, 8, dtype=torch.float64), torch.tensor([0, 5, 9, 4000])
     cos, sin = helpers.rope_cos_sin(p, 8, dtype=torch.float64)
@@ -142,6 +158,34 @@ def test_10_4_the_faulty_function_and_the_other_wrong_ideas_are_named():
         return -helpers.alibi_slopes(n_heads)[:, None, None] * (i - torch.arange(n_keys)[None, :]).abs()
 
     says("10.4", symmetric, "the symmetric")
+
+    def key_form(n_heads, n_queries, n_keys):  # notebook 07's +m_h j, 0 after the query
+        i = torch.arange(n_queries)[:, None] + n_keys - n_queries
+        j = torch.arange(n_keys)[None, :]
+        bias = helpers.alibi_slopes(n_heads)[:, None, None] * j.double()
+        return torch.where(j > i, torch.zeros(()), bias.expand(n_heads, n_queries, n_keys))
+
+    says("10.4", key_form, "key form +m_h j gives", "same weights")
+    says(
+        "10.4",
+        lambda h, q, k: (helpers.alibi_slopes(h)[:, None, None] * torch.arange(k).double()).expand(h, q, k),
+        "without the 0",
+    )
+
+
+def test_10_4_minus_infinity_after_the_query_is_told_to_put_0():
+    def with_inf(n_heads, n_queries, n_keys):
+        i = torch.arange(n_queries)[:, None] + n_keys - n_queries
+        j = torch.arange(n_keys)[None, :]
+        bias = alibi_by_rows(n_heads, n_queries, n_keys)
+        return bias.masked_fill(j > i, float("-inf"))
+
+    says("10.4", with_inf, "NaN or infinity", "put 0 there")
+
+
+def test_10_4_the_example_in_the_question_holds():
+    # the notebook states alibi_fixed(8, 1, 4)[0] = [[-1.5, -1, -0.5, 0]] (head 0's slope is 1/2)
+    assert get("10.4").answer()(8, 1, 4)[0].tolist() == [[-1.5, -1.0, -0.5, 0.0]]
 
 
 def test_10_4_alibi_bias_is_refused_but_the_slopes_are_allowed():

@@ -81,6 +81,19 @@ def test_attention_span_is_the_window_or_the_context():
     assert attention_span("qwen2_5_7b_instruct/recommended") == (recommended, "context")
 
 
+def test_attention_span_of_chunked_layers_is_the_chunk():
+    """Bug: Llama 4 Scout's RoPE layers given the 10M context, when they attend only inside chunks."""
+    scout = MODELS["llama4_scout"]["config"]
+    assert attention_span("llama4_scout") == (scout["attention_chunk_size"], "chunk") == (8192, "chunk")
+    assert scout["attention_chunk_size"] < scout["max_position_embeddings"]
+    # a chunk as long as the context changes nothing
+    entry = dict(MODELS["llama4_scout"], config=dict(scout, attention_chunk_size=scout["max_position_embeddings"]))
+    assert attention_span("llama4_scout", models={"llama4_scout": entry}) == (
+        scout["max_position_embeddings"],
+        "context",
+    )
+
+
 def test_turns_of_the_plain_models_follow_the_closed_form():
     drawing = helpers.plots.rope_model_turns()
     assert list(drawing.artists["lines"]) == list(MODELS)  # shipped settings only
@@ -92,6 +105,17 @@ def test_turns_of_the_plain_models_follow_the_closed_form():
         np.testing.assert_allclose(y, span * theta / (2 * math.pi), rtol=1e-12)
         np.testing.assert_allclose(x, np.arange(len(theta)) / len(theta))
         assert drawing.artists["counts"][key] == sum(2 * math.pi / t <= span for t in theta)
+
+
+def test_equal_curves_are_named_and_drawn_apart():
+    """Bug: Llama 2's curve hidden under Mistral's identical one, with no word in the legend."""
+    drawing = helpers.plots.rope_model_turns()
+    labels = {key: line.get_label() for key, line in drawing.artists["lines"].items()}
+    assert "same curve as Llama 2 7B" in labels["mistral_7b_v0_1"]
+    assert drawing.artists["lines"]["mistral_7b_v0_1"].get_linestyle() == "None"  # markers only
+    assert drawing.artists["lines"]["llama2_7b"].get_linestyle() == "-"
+    assert sum("same curve" in label for label in labels.values()) == 1
+    assert "(chunk)" in labels["llama4_scout"] and "(window)" in labels["mistral_7b_v0_1"]
 
 
 def test_turns_of_llama_3_1_use_its_scaled_speeds():
@@ -123,6 +147,17 @@ def test_slowest_angles_from_the_configs():
         config = MODELS[key]["config"]
         span = config.get("sliding_window", config["max_position_embeddings"])
         assert angles[key] == pytest.approx(math.degrees(span * plain_speeds(config)[-1]), rel=1e-12)
+    scout = MODELS["llama4_scout"]["config"]
+    slowest = meta_apply_scaling(scout)[-1]
+    assert angles["llama4_scout"] == pytest.approx(math.degrees(scout["attention_chunk_size"] * slowest), rel=1e-12)
+
+
+def test_slowest_angles_mark_the_threshold():
+    ax = helpers.plots.rope_slowest_angles(["llama2_7b"], threshold=3).fig.axes[0]
+    assert sorted(line.get_xdata()[0] for line in ax.lines) == [3, 360]
+    for bad in (0, 400, "3", True):
+        with pytest.raises(ValueError, match="threshold"):
+            helpers.plots.rope_slowest_angles(["llama2_7b"], threshold=bad)
 
 
 def split(drawing):

@@ -245,6 +245,32 @@ def test_a_planted_typo_in_a_copy_of_the_table_is_caught(tmp_path, monkeypatch):
     assert helpers.model_rope(good["deepseek_v3"]).attention_factor == 1.0
 
 
+def test_pair_layouts_and_the_latent_width_are_recorded_with_sources(tmp_path):
+    """Every entry names its pair layout with a source; DeepSeek's latent width is its published 512;
+    a misspelled layout is refused."""
+    interleaved = {
+        "llama2_7b",
+        "code_llama_7b",
+        "llama3_8b",
+        "llama3_1_8b",
+        "mistral_7b_v0_1",
+        "deepseek_v3",
+        "llama4_scout",
+    }
+    for key, entry in MODELS.items():
+        assert entry["pair_layout"] == ("interleaved" if key in interleaved else "half"), key
+        assert any("pair_layout" in source["values"] for source in entry["sources"]), key
+    deepseek = MODELS["deepseek_v3"]["config"]
+    assert (deepseek["kv_lora_rank"], deepseek["q_lora_rank"]) == (512, 1536)
+    assert any("kv_lora_rank" in source["values"] for source in MODELS["deepseek_v3"]["sources"])
+    data = json.loads(rope_models_module.ROPE_MODELS_PATH.read_text(encoding="utf-8"))
+    data["models"][1]["pair_layout"] = "interleave"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(ValueError, match="bad.json.*llama2_7b.*pair_layout must be one of .*'interleave'"):
+        helpers.rope_models(bad)
+
+
 def test_the_llama3_type_accepts_equal_band_factors():
     """Bug: helpers refusing Llama 4 Scout's published low_freq_factor = high_freq_factor = 1
     (transformers accepts it with a warning; Meta's code has no blend band then), or dividing by

@@ -2,7 +2,7 @@
 
 09.1 (predict) which scores of a new token go wrong when its position offset is forgotten after a
 correct prefill; 09.2 the pairs of Gemma 3's local layers that never complete a turn within the
-sliding window; 09.3 the factor DeepSeek-V3's softmax scale puts on every score; 09.4 Llama 3.1's
+sliding window; 09.3 the softmax temperature DeepSeek-V3's scale on every score amounts to; 09.4 Llama 3.1's
 "llama3" scaling of the speeds, written from scratch.
 
 Every model number comes from ``data/rope_models.json`` through ``helpers.rope_models``.
@@ -35,7 +35,7 @@ _OPTIONS_1 = (
 def _forgotten_offset(p: dict) -> str:
     """Which scores of the first generated token change when it is rotated at position 0 instead of
     ``P`` (the prompt's ``P`` keys cached correctly at ``0 .. P-1``), found with helpers' RoPE."""
-    d, prompt = p["d"], p["P"]
+    d, prompt = 16, p["P"]  # any even head width gives the same verdict
     gen = torch.Generator().manual_seed(9)
     q, keys = (
         torch.randn(1, d, dtype=torch.float64, generator=gen),
@@ -65,7 +65,7 @@ register(
         kind="choice",
         level=1,
         predict=True,
-        params={"P": 8, "d": 16},
+        params={"P": 6},  # P as in the notebook's decoding demo (prompt = 6)
         options=_OPTIONS_1,
         expected=_forgotten_offset,
         mistakes=(
@@ -145,26 +145,32 @@ register(
     )
 )
 
-# ----- 09.3 · the factor DeepSeek-V3's softmax scale puts on every score ------------------------------
+# ----- 09.3 · the temperature DeepSeek-V3's softmax scale amounts to ---------------------------------
 
 
 def _deepseek_scaling(p: dict) -> dict:
     return rope_models()[p["model"]]["config"]["rope_scaling"]
 
 
-def _temperature(p: dict, log=math.log, square: bool = True, plus_one: bool = True) -> float:
-    """``(0.1 mscale_all_dim ln s + 1)²``: DeepSeek's factor on the softmax scale (its modelling code,
-    ``yarn_get_mscale(factor, mscale_all_dim)`` squared), with the data file's ``s`` and
-    ``mscale_all_dim``; the keywords build the recorded mistakes."""
+def _score_factor(p: dict, log=math.log, square: bool = True, plus_one: bool = True) -> float:
+    """``c = (0.1 m ln s + 1)²``: the factor on every score (transformers' DeepseekV3Attention,
+    ``yarn_get_mscale(factor, mscale_all_dim)`` squared; DeepSeek's own ``inference/model.py`` reads
+    ``mscale``, equal here), with the data file's ``s`` and ``mscale_all_dim``; the keywords build
+    the recorded mistakes."""
     scaling = _deepseek_scaling(p)
     m = 0.1 * scaling["mscale_all_dim"] * log(scaling["factor"]) + (1.0 if plus_one else 0.0)
     return m * m if square else m
 
 
+def _temperature(p: dict, **wrong) -> float:
+    """``T = 1/c``: multiplying every score by ``c`` is a softmax at temperature ``1/c``."""
+    return 1.0 / _score_factor(p, **wrong)
+
+
 register(
     Exercise(
         name="09.3",
-        title="the factor DeepSeek-V3's softmax scale puts on every score",
+        title="the temperature DeepSeek-V3's softmax scale amounts to",
         kind="number",
         level=2,
         sig=3,
@@ -172,30 +178,34 @@ register(
         expected=_temperature,
         mistakes=(
             Mistake(
-                "is the factor of one side only; the modelling code multiplies the softmax scale by the "
-                "square of 0.1 · mscale_all_dim · ln s + 1.",
+                "the factor on every score, c; a softmax of c · score is a softmax at temperature T = 1/c.",
+                value=_score_factor,
+            ),
+            Mistake(
+                "1 over the factor of one side only; YaRN's factor sits on the query and on the key alike, so "
+                "the score carries its square.",
                 value=lambda p: _temperature(p, square=False),
             ),
             Mistake(
-                "is the factor the tables carry (mscale = mscale_all_dim makes it 1); DeepSeek moves the "
-                "temperature out of the tables into the softmax scale, where it is not 1.",
+                "the cos and sin tables carry here (the two mscale settings are equal, so their ratio is 1); "
+                "the softmax scale carries a factor of its own, and that one is not 1.",
                 value=lambda p: model_rope(p["model"]).attention_factor,
             ),
             Mistake(
-                "you get with log10 in place of ln; the formula uses the natural logarithm.",
+                "you get with log10 in place of ln; YaRN's factor uses the natural logarithm.",
                 value=lambda p: _temperature(p, log=math.log10),
             ),
             Mistake(
-                "you get with log2 in place of ln; the formula uses the natural logarithm.",
+                "you get with log2 in place of ln; YaRN's factor uses the natural logarithm.",
                 value=lambda p: _temperature(p, log=math.log2),
             ),
             Mistake(
-                "you get without the + 1 inside the bracket: at s = 1 the factor must be 1.",
+                "you get without the + 1 in YaRN's factor: at s = 1 the factor, and the temperature, must be 1.",
                 value=lambda p: _temperature(p, plus_one=False),
             ),
         ),
-        hint="YaRN's factor is 0.1 · m · ln s + 1 with m = mscale_all_dim; it multiplies the scale of q·k, and "
-        "the modelling code applies it twice.",
+        hint="YaRN's factor for a stretch s is 0.1 · mscale_all_dim · ln s + 1, as for the tables of a plain YaRN "
+        "model; find how many times it lands on q · k, then turn a factor on the scores into a temperature.",
     )
 )
 

@@ -78,8 +78,9 @@ register(
                 option="layout swapped",
             ),
             Mistake(
-                "the angles are formed in x's dtype, float32 or float64 here; a low-precision angle would come "
-                "from bfloat16 or float16.",
+                "the angles are formed in float64 (positions.double() times a float64 inv_freq) and only the cos "
+                "and sin tables are cast to x's dtype: that is section 3's fix, not its bug (bfloat16 or float16 "
+                "angles).",
                 option="angles in low precision",
             ),
             Mistake(
@@ -99,10 +100,12 @@ def _rope_half(x, positions):
 
 
 def _angles(x, positions, repeat):
+    """Angles in float64 (section 3's fix), as halves cat(θ, θ) or pairs (θ_0, θ_0, θ_1, ...); cast to x's dtype."""
     d = x.shape[-1]
-    speeds = 10000.0 ** (-torch.arange(0, d, 2, dtype=x.dtype) / d)  # (d/2,)
-    angle = positions.to(x.dtype)[:, None] * speeds  # (T, d/2)
-    return torch.cat((angle, angle), dim=-1) if repeat == "halves" else angle.repeat_interleave(2, dim=-1)
+    speeds = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (d/2,)
+    angle = positions.double()[:, None] * speeds  # (T, d/2)
+    angle = torch.cat((angle, angle), dim=-1) if repeat == "halves" else angle.repeat_interleave(2, dim=-1)
+    return angle.to(x.dtype)
 
 
 def _rotate_half(x, angle, sign=1.0):
@@ -210,6 +213,19 @@ def _symmetric(n_heads, n_queries, n_keys):
     return _alibi_variant(n_heads, n_queries, n_keys, absolute=True)
 
 
+def _key_form(n_heads, n_queries, n_keys, *, masked=True):
+    """Notebook 07's key form +m_h j (a row constant away from the distance form), 0 after the query if masked."""
+    slopes = _alibi.alibi_slopes(n_heads)[:, None, None]  # (H, 1, 1)
+    i = torch.arange(n_queries)[:, None] + (n_keys - n_queries)
+    j = torch.arange(n_keys)[None, :]
+    bias = slopes * j.double().expand(n_queries, n_keys)
+    return bias.masked_fill(j > i, 0.0) if masked else bias
+
+
+def _key_form_unmasked(n_heads, n_queries, n_keys):
+    return _key_form(n_heads, n_queries, n_keys, masked=False)
+
+
 def _alibi_inputs(rng: np.random.Generator) -> list[dict]:
     """(H, Tq, Tk): one token, a full pass, decoding steps, a chunk; then random decoding shapes."""
     shapes = [(1, 1, 1), (8, 6, 6), (8, 1, 16), (12, 4, 20)]
@@ -228,7 +244,10 @@ register(
         expected=lambda p: _alibi_open,
         inputs=_alibi_inputs,
         forbid=("helpers.alibi_bias", "helpers.alibi.alibi_bias"),
-        hint="with a cache, where does the single query of a decoding step sit: at position 0, or at Tk - 1?",
+        hint=(
+            "if your bias holds -inf after each query, put 0 there: this exercise leaves masking to a separate "
+            "step. Otherwise compare your n_queries=1 result with the last row of your n_queries=n_keys one."
+        ),
         mistakes=(
             Mistake(
                 "alibi_faulty gives: query i is placed at position i (top-left), so at a decoding step every "
@@ -242,6 +261,16 @@ register(
             Mistake(
                 "the symmetric -m_h |i - j| gives: keys after the query get 0 here, since the mask hides them.",
                 function=_symmetric,
+            ),
+            Mistake(
+                "notebook 07's key form +m_h j gives: it differs from -m_h (i - j) by m_h i, the same for every "
+                "key of a row, so softmax sees the same weights; this exercise asks for the distance form itself.",
+                function=_key_form,
+            ),
+            Mistake(
+                "the key form +m_h j without the 0 after the query gives: softmax-equivalent once masked, but this "
+                "exercise asks for -m_h (i - j) with 0 after each query.",
+                function=_key_form_unmasked,
             ),
         ),
     )

@@ -68,14 +68,21 @@ def variant_rope(variant: str, *, seq_len=None, models=None):
 
 
 def attention_span(variant: str, *, models=None) -> tuple[int, str]:
-    """The longest offset ``Δ`` one attention layer of a variant sees, and what sets it:
+    """How many tokens one attention layer of a variant that uses RoPE can see, and what sets it:
     ``(span, "context")`` for layers that attend over the whole published context
     (``max_position_embeddings``; for a recommended scaling, ``factor × L``), ``(span, "window")``
     for layers with a sliding window (Gemma 3's local layers; every layer of a model whose config
-    gives ``sliding_window`` and no separate local layers, such as Mistral 7B v0.1)."""
+    gives ``sliding_window`` and no separate local layers, such as Mistral 7B v0.1), ``(span,
+    "chunk")`` for layers with chunked attention (Llama 4 Scout's RoPE layers, config
+    ``attention_chunk_size``: a query sees only the keys of its own block of that many tokens).
+
+    A span of ``C`` tokens holds offsets ``Δ = 0 .. C − 1``; the longest offset is ``C − 1``."""
     rope = variant_rope(variant, models=models)
     key, _, suffix = variant.partition("/")
     config = _models(models)[key]["config"]
+    chunk = config.get("attention_chunk_size")
+    if chunk is not None and chunk < rope.context_length:
+        return int(chunk), "chunk"
     window = config.get("sliding_window")
     every_layer_windowed = window is not None and config.get("rope_local_base_freq") is None
     if window is not None and (suffix == "local" or every_layer_windowed) and window < rope.context_length:
@@ -127,7 +134,7 @@ def _shipped(models) -> list[str]:
 
 def rope_model_turns(variants=None, *, models=None) -> Drawing:
     """Turns each pair makes over the longest offset a layer sees, ``C θ_i / 2π`` with ``C`` from
-    ``attention_span`` (the published context, or the sliding window), for every variant (default:
+    ``attention_span`` (the published context, the sliding window or the attention chunk), for every variant (default:
     every model's shipped settings).
 
     x: the pair's place in the rotated part, ``i / (r/2)`` from 0 (fastest) to 1 (slowest), so
@@ -138,21 +145,31 @@ def rope_model_turns(variants=None, *, models=None) -> Drawing:
     models = _models(models)
     variants = _shipped(models) if variants is None else list(variants)
     fig, ax = new_figure(10.0, 4.6)
-    lines, counts = {}, {}
+    lines, counts, curves = {}, {}, {}
     for k, variant in enumerate(variants):
         rope = variant_rope(variant, models=models)
         span, kind = attention_span(variant, models=models)
         turns = span / rope.wavelengths.numpy()  # (r/2,)
         pairs = len(turns)
         counts[variant] = int((turns >= 1.0).sum())
+        # A curve equal to an earlier one (Mistral's window = Llama 2's context, same base) is named
+        # in the earlier one's legend entry and drawn with markers only, so that both stay visible.
+        same = [v for v, c in curves.items() if len(c) == pairs and np.allclose(c, turns, rtol=1e-12, atol=0)]
+        curves[variant] = turns
+        label = f"{_label(variant, models)}: {counts[variant]} of {pairs} in {token_count(span)}" + (
+            f" ({kind})" if kind != "context" else ""
+        )
+        if same:
+            label += f" (same curve as {_label(same[0], models)})"
         lines[variant] = ax.plot(
             np.arange(pairs) / pairs,
             turns,
-            ("-", "--")[k % 2],  # dashed every other line: models with equal curves stay visible
+            "o" if same else "-",
+            markersize=3.5,
+            markerfacecolor="none",
             color=pair_color(k),
             linewidth=1.4,
-            label=f"{_label(variant, models)}: {counts[variant]} of {pairs} in {token_count(span)}"
-            + (" (window)" if kind == "window" else ""),
+            label=label,
         )[0]
     ax.axhline(1.0, color="0.2", linewidth=1.0)
     ax.text(0.005, 1.15, "one full turn", fontsize=8, va="bottom")
@@ -160,7 +177,7 @@ def rope_model_turns(variants=None, *, models=None) -> Drawing:
     ax.set_xlim(0, 1)
     ax.set_xlabel("place of the pair in the rotated part, i / (r/2)  (fast → slow)")
     ax.set_ylabel("turns within C, C θ_i / 2π (log)")
-    ax.set_title("Turns of every pair within the longest offset C a layer sees", fontsize=10)
+    ax.set_title("Turns of every pair within the span C a RoPE layer sees (bends: where a scaling starts)", fontsize=10)
     ax.grid(alpha=0.3, which="major")
     ax.legend(
         fontsize=7.5,
@@ -170,7 +187,7 @@ def rope_model_turns(variants=None, *, models=None) -> Drawing:
         title="pairs completing a turn within C",
         title_fontsize=8,
     )
-    fig.subplots_adjust(left=0.08, right=0.6, bottom=0.12, top=0.92)
+    fig.subplots_adjust(left=0.08, right=0.56, bottom=0.12, top=0.92)
     return Drawing("rope_model_turns", fig, lambda **_: None, {}, {"lines": lines, "counts": counts})
 
 
@@ -238,12 +255,14 @@ def rope_model_scaling(variants, *, models=None) -> Drawing:
 # ----- the slowest pair of each model ------------------------------------------------------------------
 
 
-def rope_slowest_angles(variants=None, *, models=None) -> Drawing:
+def rope_slowest_angles(variants=None, *, threshold: float = 3.0, models=None) -> Drawing:
     """How far the slowest pair of each variant turns over the longest offset ``C`` a layer sees
     (``attention_span``), in degrees (``C θ_(r/2-1)`` converted), as horizontal bars on a log axis
-    beside the marks of one turn (360°) and of 10°. Static."""
+    beside the marks of one turn (360°) and of ``threshold`` degrees (default 3°). Static."""
     models = _models(models)
     variants = _shipped(models) if variants is None else list(variants)
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold < 360:
+        raise ValueError(f"threshold must be a number of degrees between 0 and 360, got {threshold!r}")
     angles = {}
     for variant in variants:
         rope = variant_rope(variant, models=models)
@@ -257,10 +276,10 @@ def rope_slowest_angles(variants=None, *, models=None) -> Drawing:
     ax.set_yticks(y, [_label(v, models) for v in variants], fontsize=8)
     ax.set_xscale("log")
     ax.axvline(360.0, color="0.2", linewidth=1.0)
-    ax.axvline(10.0, color="0.2", linewidth=1.0, linestyle=":")
+    ax.axvline(threshold, color="0.2", linewidth=1.0, linestyle=":")
     ax.text(360.0 * 1.05, y[0] + 0.45, "one turn", fontsize=7.5)
-    ax.text(10.0 * 1.05, y[0] + 0.45, "10°", fontsize=7.5)
-    ax.set_xlim(min(angles.values()) / 3, max(max(angles.values()), 360.0) * 6)
+    ax.text(threshold * 1.05, y[0] + 0.45, f"{threshold:g}°", fontsize=7.5)
+    ax.set_xlim(min(min(angles.values()), threshold) / 3, max(max(angles.values()), 360.0) * 6)
     ax.set_xlabel("angle turned within C (degrees, log)")
     ax.set_title("The slowest pair of each model: the angle it turns within C", fontsize=10)
     ax.grid(alpha=0.3, axis="x")
@@ -277,7 +296,7 @@ def rope_model_pairs(model: str = "llama3_1_8b", context: int | None = None, *, 
     Left: wavelength ``λ_i`` of every pair (log), with the model's scaling (filled: completes a
     turn within ``C``; open red: never does) and without it (grey); the solid line is ``C``, the
     dashed one the longest offset a layer of the model sees (``attention_span``: the published
-    context, or the sliding window), the dotted one ``L``. Right: the speed ratio
+    context, the sliding window or the attention chunk), the dotted one ``L``. Right: the speed ratio
     ``θ_i / θ⁰_i`` of the scaling and its attention factor. LongRoPE switches to its long factors
     once ``C`` exceeds ``L``, as a model does for a sequence of that length.
 
@@ -294,7 +313,9 @@ def rope_model_pairs(model: str = "llama3_1_8b", context: int | None = None, *, 
         [], [], "o", markersize=3.5, markerfacecolor="none", color=pair_color(3), label="never completes a turn"
     )
     context_line = wave_ax.axhline(1.0, color="0.1", linewidth=1.3, label="context C (slider)")
-    published = wave_ax.axhline(1.0, color="0.45", linewidth=1.0, linestyle="--", label="published context (or window)")
+    published = wave_ax.axhline(
+        1.0, color="0.45", linewidth=1.0, linestyle="--", label="span a RoPE layer sees (context, window or chunk)"
+    )
     original = wave_ax.axhline(1.0, color="0.45", linewidth=1.0, linestyle=":", label="original context L")
     # One text for everything that changes: laying out text is most of a frame's cost (about 10 ms a
     # text artist on a laptop core), so the model, its scaling and the counts share one artist.
@@ -347,7 +368,7 @@ def rope_model_pairs(model: str = "llama3_1_8b", context: int | None = None, *, 
         original.set_visible(rope.original_context is not None)
         if rope.original_context is not None:
             original.set_ydata([rope.original_context, rope.original_context])
-        where = "sliding window" if kind == "window" else "published context"
+        where = {"window": "sliding window", "chunk": "attention chunk"}.get(kind, "published context")
         beyond = f" (beyond the {where})" if context > span else ""
         ratio_line.set_data(i, (rope.inv_freq / rope.unscaled_inv_freq).numpy())
         info.set_text(
