@@ -7,6 +7,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # Notebooks to execute: all by default, or `make notebooks NB=notebooks/03_many_clocks.ipynb`.
 NB ?= $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
+# Where make html and make slides write (build/html, build/slides).
+BUILD ?= build
 # Outputs of a notebook must not depend on the machine: compute on the CPU unless told otherwise.
 export HELPERS_DEVICE ?= cpu
 export PYTHONHASHSEED := 0
@@ -93,18 +95,24 @@ bench: $(STAMP)
 test-browser: $(STAMP)
 	$(PY) -m pytest tests/browser -m browser -p no:cacheprovider
 
-# Lecture slides (reveal.js), one deck per notebook, in build/slides. Explorers show their saved picture.
-# The decks load reveal.js from unpkg; offline, set REVEAL_URL_PREFIX to a local copy of reveal.js 4.
-slides: $(STAMP)
-	$(VENV)/bin/jupyter nbconvert --to slides --output-dir build/slides \
-		--SlidesExporter.reveal_scroll=True --SlidesExporter.preprocessors='["helpers._site.SitePreprocessor"]' --SitePreprocessor.link_suffix=.slides.html \
-		--SlidesExporter.reveal_url_prefix="$${REVEAL_URL_PREFIX:-https://unpkg.com/reveal.js@4.0.2}" $(NB)
+# Lecture slides (reveal.js), one deck per notebook, in build/slides; a static site of every notebook
+# with an index page, in build/html. Both work offline: reveal.js and MathJax are copied beside the
+# pages (helpers/_templates load them from there), and each explorer's sliders swap pictures rendered
+# at build time (helpers/_frames.py), so they move without a kernel.
+SITE_OPTS = --TemplateExporter.extra_template_basedirs=helpers/_templates \
+	--SitePreprocessor.link_suffix=$(1) \
+	--HTMLExporter.mathjax_url='_static/mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe'
 
-# A static site of every notebook with an index page, in build/html: readable without Jupyter.
+slides: $(STAMP)
+	$(VENV)/bin/jupyter nbconvert --to slides --output-dir $(BUILD)/slides --template pe_reveal \
+		--SlidesExporter.reveal_scroll=True --SlidesExporter.preprocessors='["helpers._site.SitePreprocessor"]' \
+		--SlidesExporter.reveal_url_prefix=_static/reveal --SlidesExporter.reveal_theme=white $(call SITE_OPTS,.slides.html) $(NB)
+	$(PY) -m helpers._site --slides --out $(BUILD)/slides $(NB)
+
 html: $(STAMP)
-	$(VENV)/bin/jupyter nbconvert --to html --output-dir build/html \
-		--HTMLExporter.preprocessors='["helpers._site.SitePreprocessor"]' --SitePreprocessor.link_suffix=.html $(NB)
-	$(PY) -m helpers._site --out build/html $(NB)
+	$(VENV)/bin/jupyter nbconvert --to html --output-dir $(BUILD)/html --template pe_lab \
+		--HTMLExporter.preprocessors='["helpers._site.SitePreprocessor"]' $(call SITE_OPTS,.html) $(NB)
+	$(PY) -m helpers._site --out $(BUILD)/html $(NB)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build artifacts

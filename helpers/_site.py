@@ -4,14 +4,19 @@ nbconvert turns each notebook into a page or a reveal.js deck; this module adds 
 know by itself:
 
 - ``SitePreprocessor``, an nbconvert preprocessor: a slider explorer's output is a live widget,
-  which a static page cannot run, so it is replaced by the picture the explorer showed when the
-  notebook was executed (saved in the notebook's widget state); links between notebooks
+  which a static page cannot run. An explorer that recorded the call that made it is made again
+  and becomes a static explorer: its frames rendered ahead and a small script that swaps them as
+  the sliders move (``helpers._frames``); any other widget becomes the picture it showed when the
+  notebook was executed (saved in the notebook's widget state). Links between notebooks
   (``03_many_clocks.ipynb``) are pointed at the built pages (``03_many_clocks.html``).
+- ``copy_assets``: MathJax (from the package ``jupyter-server-mathjax``) and, for slides,
+  reveal.js (from ``sphinx-revealjs``) copied beside the pages, which the templates in
+  ``helpers/_templates`` load instead of a CDN: the pages and decks work offline.
 - ``build_index``: the site's index page, one entry per notebook with its title and what it reads
   alongside.
 
 Run ``python -m helpers._site --out build/html [notebooks...]`` after nbconvert has written the
-pages (the Makefile does both).
+pages (the Makefile does both; ``--slides`` for the decks).
 """
 
 from __future__ import annotations
@@ -19,12 +24,16 @@ from __future__ import annotations
 import argparse
 import html
 import re
+import shutil
 from pathlib import Path
 
 import nbformat
 from nbconvert.filters import markdown2html
 from nbconvert.preprocessors import Preprocessor
-from traitlets import Unicode
+from traitlets import Bool, Unicode
+
+from . import _frames
+from .widgets._explorer import EXPLORER_SPEC
 
 __all__: list[str] = []  # private: used by the Makefile, not by notebooks
 
@@ -61,8 +70,33 @@ class SitePreprocessor(Preprocessor):
         "('.html' for the site, '.slides.html' for slides); empty leaves links alone.",
     ).tag(config=True)
 
+    render_frames = Bool(
+        True, help="Render the frames of explorers that recorded their call (False: saved pictures only)."
+    ).tag(config=True)
+
+    def _static_explorer(self, spec: dict, resources: dict, number: int) -> dict:
+        """A display_data output with the static explorer; its frames go to ``resources['outputs']``."""
+        explorer = _frames.make_explorer(spec)
+        plan = _frames.plan_frames(explorer.controls)
+        frames = _frames.render_frames(explorer, plan)
+        name = resources.get("metadata", {}).get("name") or "notebook"
+        folder = resources.get("output_files_dir") or f"{name}_files"
+        outputs = resources.setdefault("outputs", {})
+        urls = {}
+        for k, (index, picture) in enumerate(frames.items()):
+            url = f"{folder}/explorer{number}/{k:03d}.jpg"
+            outputs[url] = picture
+            urls[index] = url
+        page = _frames.static_explorer_html(plan, urls, number)
+        if number == 0:
+            page = _frames.SCRIPT + page
+        return nbformat.v4.new_output(
+            "display_data", data={"text/html": page, "text/plain": f"(a static explorer: {len(urls)} frames)"}
+        )
+
     def preprocess(self, nb, resources):
         state = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+        explorers = 0
         for cell in nb.cells:
             if cell.cell_type == "markdown" and self.link_suffix:
                 cell.source = NOTEBOOK_LINK.sub(
@@ -75,6 +109,11 @@ class SitePreprocessor(Preprocessor):
                 view = output.get("data", {}).get(WIDGET_VIEW)
                 if view is None:
                     outputs.append(output)
+                    continue
+                spec = output.get("data", {}).get(EXPLORER_SPEC)
+                if spec is not None and self.render_frames:
+                    outputs.append(self._static_explorer(spec, resources, explorers))
+                    explorers += 1
                     continue
                 pictures = _widget_pictures(state, view.get("model_id", ""))
                 if not pictures:
@@ -149,8 +188,9 @@ li > a {{ font-size: 1.15rem; font-weight: 600; }}
 <body>
 <h1>Where is this token? Positional encoding, notebook by notebook</h1>
 <p>How a Transformer learns where each token is: from attention that cannot see order, through the
-sinusoidal clocks, to RoPE and ALiBi. Each page is an executed notebook; the sliders are shown as
-their default picture. To move them, open the notebooks in JupyterLab (see the README).</p>
+sinusoidal clocks, to RoPE and ALiBi. Each page is an executed notebook. Its sliders move without
+Python: they show pictures rendered when the site was built, for the values each page names. For
+every value, and to change the code, open the notebooks in JupyterLab (see the README).</p>
 <ul class="notebooks">
 {chr(10).join(items)}
 </ul>
@@ -163,14 +203,59 @@ their default picture. To move them, open the notebooks in JupyterLab (see the R
     return index
 
 
+#: Where the templates' copies of MathJax and reveal.js go, relative to the pages.
+ASSETS = "_static"
+#: The nbconvert templates of the site and the decks (``--TemplateExporter.extra_template_basedirs``).
+TEMPLATES = Path(__file__).resolve().parent / "_templates"
+# MathJax 2's parts the pages never load (translations, the SVG output, the accessibility extensions).
+MATHJAX_SKIP = ("localization", "SVG", "a11y")
+
+
+def copy_assets(out: Path, *, slides: bool) -> list[Path]:
+    """Copy MathJax (and reveal.js for slides) into ``out/_static``; returns the folders written.
+
+    MathJax 2 comes from the package ``jupyter-server-mathjax``, reveal.js from ``sphinx-revealjs``
+    (its ``dist`` and the speaker-notes plugin): both are requirements of the collection.
+    """
+    import jupyter_server_mathjax
+
+    written = []
+    mathjax = Path(jupyter_server_mathjax.__file__).resolve().parent / "static"
+    target = out / ASSETS / "mathjax"
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(mathjax, target, ignore=shutil.ignore_patterns(*MATHJAX_SKIP))
+    written.append(target)
+    if slides:
+        import sphinx_revealjs
+
+        reveal = Path(sphinx_revealjs.__file__).resolve().parent / "_static" / "revealjs"
+        target = out / ASSETS / "reveal"
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(reveal / "dist", target / "dist")
+        shutil.copytree(reveal / "plugin" / "notes", target / "plugin" / "notes")
+        written.append(target)
+    return written
+
+
+def folder_size(folder: Path) -> int:
+    """Bytes of every file under ``folder``."""
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Write the index page of the static site.")
+    parser = argparse.ArgumentParser(description="Finish the static site (or the slides): assets and index page.")
     parser.add_argument("--out", type=Path, default=Path("build/html"), help="folder of the built pages")
+    parser.add_argument("--slides", action="store_true", help="the folder holds slide decks: copy reveal.js too")
     parser.add_argument("notebooks", nargs="*", type=Path, help="notebooks, in order (default: notebooks/NN_*.ipynb)")
     args = parser.parse_args(argv)
     notebooks = args.notebooks or sorted(Path("notebooks").glob("[0-9][0-9]_*.ipynb"))
+    for folder in copy_assets(args.out, slides=args.slides):
+        print(f"copied {folder} ({folder_size(folder) / 1e6:.1f} MB)")
+    if args.slides:
+        print(f"{args.out}: {folder_size(args.out) / 1e6:.1f} MB in all")
+        return
     index = build_index(notebooks, args.out)
-    print(f"wrote {index} ({len(notebooks)} notebooks)")
+    print(f"wrote {index} ({len(notebooks)} notebooks); {args.out}: {folder_size(args.out) / 1e6:.1f} MB in all")
     missing = [f"{path.stem}.html" for path in notebooks if not (args.out / f"{path.stem}.html").exists()]
     if missing:
         raise SystemExit(f"pages not built in {args.out}: {', '.join(missing)}")

@@ -5,11 +5,12 @@ from __future__ import annotations
 import ipywidgets
 
 from .. import plots
-from ._explorer import Explorer
+from ._explorer import Explorer, records_call
 
 __all__ = ["alibi_explorer"]
 
 
+@records_call()
 def alibi_explorer(n_heads: int = 8, head: int = 0, content: float = 0.0, max_heads: int = 32) -> Explorer:
     """Sliders for the number of heads, the head shown and the content strength over ``plots.alibi_heads``.
 

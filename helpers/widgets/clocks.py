@@ -7,11 +7,12 @@ import math
 import ipywidgets
 
 from .. import plots
-from ._explorer import Explorer
+from ._explorer import Explorer, records_call
 
 __all__ = ["one_clock_explorer", "many_clocks_explorer"]
 
 
+@records_call()
 def one_clock_explorer(theta: float = math.pi / 4, m: int = 3, n_positions: int = 16, max_shift: int = 100) -> Explorer:
     """Sliders for ``θ`` and the position ``m`` over ``plots.one_clock``.
 
@@ -73,6 +74,7 @@ def one_clock_explorer(theta: float = math.pi / 4, m: int = 3, n_positions: int 
     return explorer
 
 
+@records_call()
 def many_clocks_explorer(base: float = 10000.0, d: int = 64) -> Explorer:
     """Sliders for the base ``b`` (log scale, 10 to 1,000,000) and the width ``d`` (even, 4 to 256).
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import ipywidgets
 
 from .. import plots
-from ._explorer import Explorer
+from ._explorer import Explorer, records_call
 
 __all__ = ["extrapolation_explorer"]
 
 
+@records_call(omit=("results",))
 def extrapolation_explorer(results: dict | None = None, task: str = "pattern") -> Explorer:
     """Buttons for the task and for the spread shown (min-max over seeds, or ± one standard deviation).
 

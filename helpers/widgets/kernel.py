@@ -5,11 +5,12 @@ from __future__ import annotations
 import ipywidgets
 
 from .. import plots
-from ._explorer import Explorer
+from ._explorer import Explorer, records_call
 
 __all__ = ["kernel_explorer"]
 
 
+@records_call()
 def kernel_explorer(d: int = 64, base: float = 10000.0, delta: int = 5, max_delta: int = 200) -> Explorer:
     """Sliders for the base ``b`` (log scale), the width ``d`` and the offset ``Δ`` over
     ``plots.kernel_and_clocks``: the kernel, its continuous curve and the clock faces follow.

@@ -8,11 +8,12 @@ import math
 import ipywidgets
 
 from .. import plots
-from ._explorer import Explorer
+from ._explorer import Explorer, records_call
 
 __all__ = ["rope_models_explorer"]
 
 
+@records_call()
 def rope_models_explorer(model: str = "llama3_1_8b", context: int | None = None) -> Explorer:
     """A drop-down of the models of ``data/rope_models.json`` (with Gemma 3's local layers and
     Qwen2.5's recommended YaRN as their own entries) and a slider over the context length ``C``

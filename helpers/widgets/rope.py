@@ -7,11 +7,12 @@ import math
 import ipywidgets
 
 from .. import plots
-from ._explorer import Explorer
+from ._explorer import Explorer, records_call
 
 __all__ = ["rope_scaling_explorer"]
 
 
+@records_call()
 def rope_scaling_explorer(base: float = 10000.0, factor: float = 4.0, method: str = "yarn") -> Explorer:
     """Sliders for the base ``b`` and the scaling factor ``s``, and a choice of method (none, PI,
     NTK-aware, YaRN), over ``plots.rope_scaling``: per-pair frequency scale and the score of one

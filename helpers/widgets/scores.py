@@ -5,11 +5,12 @@ from __future__ import annotations
 import ipywidgets
 
 from .. import plots
-from ._explorer import Explorer
+from ._explorer import Explorer, records_call
 
 __all__ = ["score_terms_explorer"]
 
 
+@records_call()
 def score_terms_explorer(
     T: int = 24, d_model: int = 64, seed: int = 0, content_weight: float = 1.0, a: str = "general"
 ) -> Explorer:
