@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import html
 import importlib
+import io
 import itertools
 import json
 import math
 from dataclasses import dataclass, field
 
 import ipywidgets
+from PIL import Image
 
 __all__: list[str] = []  # private: used by helpers._site
 
@@ -152,9 +154,16 @@ def render_frames(explorer, plan: Plan) -> dict[tuple[int, ...], bytes]:
             explorer.drawing.update(**values)
         except (ValueError, IndexError):
             continue
-        frames[index] = explorer.drawing.jpeg(quality=QUALITY)
+        frames[index] = _jpeg(explorer.drawing.render())
     explorer.drawing.update(**{c.name: c.values[c.start] for c in plan.choices})  # back to the start
     return frames
+
+
+def _jpeg(pixels) -> bytes:
+    """A frame's JPEG, with optimised Huffman tables (the same pixels, about 5% fewer bytes)."""
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).convert("RGB").save(buffer, format="JPEG", quality=QUALITY, optimize=True)
+    return buffer.getvalue()
 
 
 def _key(index: tuple[int, ...]) -> str:

@@ -63,6 +63,9 @@ __all__ = [
     "load_results",
     "load_models",
     "save_models",
+    "pattern_probe",
+    "answer_weights",
+    "induction_heads",
 ]
 
 SCHEMA_VERSION = 1
@@ -400,6 +403,42 @@ def load_models(path=CACHED_MODELS, *, device=None) -> tuple[dict, ExperimentCon
         model.load_state_dict({k: v.float() for k, v in state.items()})
         models[(task, scheme)] = model.to(device or "cpu").eval()
     return models, config
+
+
+def pattern_probe(config: ExperimentConfig, *, period: int = 7, seed: int = 3) -> torch.Tensor:
+    """One "pattern" sequence of ``4 L + 1`` tokens, a block of ``period`` distinct tokens repeated,
+    int64 ``(4 L + 1,)``: what notebook 08 reads the trained models' attention on."""
+    generator = torch.Generator().manual_seed(seed)
+    tokens, _, _ = pattern_batch(
+        1, 4 * config.train_length + 1, vocab=config.vocab, min_period=period, max_period=period, generator=generator
+    )
+    return tokens[0]
+
+
+def answer_weights(model: TinyTransformer, tokens: torch.Tensor, length: int, period: int) -> torch.Tensor:
+    """How much each head looks at the keys that hold the answer, ``(layers, H)``.
+
+    For the first ``length`` tokens of a periodic sequence, the mean over queries ``t >= period``
+    (those with an earlier copy of the next token in view) of the attention weight on the visible
+    keys holding the token that comes next: near 1 for an induction head.
+    """
+    x = tokens[:length]
+    answer = tokens[1 : length + 1]  # (T,) the next token of each query
+    hit = (x[None, :] == answer[:, None]) & torch.ones(length, length, dtype=torch.bool).tril()  # (T, T)
+    with torch.no_grad():
+        _, weights = model(x[None, :], need_weights=True)  # list of (1, H, T, T)
+    rows = torch.arange(period, length)
+    return torch.stack([(w[0][:, rows] * hit[rows]).sum(dim=-1).mean(dim=-1) for w in weights])
+
+
+def induction_heads(models: dict, tokens: torch.Tensor, length: int, period: int) -> dict:
+    """``{scheme: (layer, head)}``: each model's head with the largest ``answer_weights`` at ``length``."""
+    heads = {}
+    for scheme, model in models.items():
+        weights = answer_weights(model, tokens, length, period)
+        layer, head = divmod(int(weights.argmax()), weights.shape[1])
+        heads[scheme] = (layer, head)
+    return heads
 
 
 def main(argv=None) -> int:

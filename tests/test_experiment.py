@@ -283,3 +283,40 @@ def test_attention_maps_follow_the_length(tiny_results):
     np.testing.assert_allclose(image.get_array().sum(axis=1), 1.0, rtol=1e-5)
     with pytest.raises(ValueError, match="length"):
         drawing.update(length=10 * config.train_length)
+
+
+def test_answer_weights_match_a_query_by_query_count_on_the_cached_models():
+    models, config = ex.load_models()
+    tokens = ex.pattern_probe(config, period=5, seed=1)
+    assert tokens.shape == (4 * config.train_length + 1,) and tokens.dtype == torch.int64
+    assert torch.equal(tokens[5:10], tokens[:5]) and len(set(tokens[:5].tolist())) == 5  # a block repeated
+    model = models[("pattern", "rope")]
+    length, period = 24, 5
+    got = ex.answer_weights(model, tokens, length, period)
+    with torch.no_grad():
+        _, weights = model(tokens[None, :length], need_weights=True)
+    expected = torch.zeros(len(weights), weights[0].shape[1], dtype=torch.float64)
+    for layer, w in enumerate(weights):
+        for t in range(period, length):
+            keys = [j for j in range(t + 1) if tokens[j] == tokens[t + 1]]
+            expected[layer] += w[0, :, t, keys].double().sum(dim=-1)
+    expected /= length - period
+    assert torch.allclose(got.double(), expected, atol=1e-6)
+    heads = ex.induction_heads({"rope": model}, tokens, length, period)
+    layer, head = heads["rope"]
+    assert got[layer, head] == got.max()
+
+
+def test_attention_maps_explorer_shows_the_induction_heads_and_records_its_call():
+    explorer = helpers.widgets.attention_maps_explorer()
+    models, config = ex.load_models()
+    maps = {scheme: models[("pattern", scheme)] for scheme in ("alibi", "rope")}
+    tokens = ex.pattern_probe(config)
+    heads = ex.induction_heads(maps, tokens, config.train_length, 7)
+    chosen = helpers.widgets.attention_maps_explorer(heads={s: list(h) for s, h in heads.items()}, length=48)
+    assert chosen.spec["arguments"]["length"] == 48 and chosen.controls["length"].value == 48
+    assert np.array_equal(
+        explorer.drawing.render(), helpers.widgets.attention_maps_explorer(heads=heads).drawing.render()
+    )
+    with pytest.raises(ValueError, match="heads must name the schemes"):
+        helpers.widgets.attention_maps_explorer(heads={"rope": (0, 0)})

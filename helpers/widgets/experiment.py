@@ -7,7 +7,7 @@ import ipywidgets
 from .. import plots
 from ._explorer import Explorer, records_call
 
-__all__ = ["extrapolation_explorer"]
+__all__ = ["extrapolation_explorer", "attention_maps_explorer"]
 
 
 @records_call(omit=("results",))
@@ -25,3 +25,29 @@ def extrapolation_explorer(results: dict | None = None, task: str = "pattern") -
         "band": ipywidgets.ToggleButtons(options=["minmax", "std"], value="minmax", description="spread"),
     }
     return Explorer(plots.extrapolation_panorama(results, task=task), controls)
+
+
+@records_call()
+def attention_maps_explorer(heads: dict | None = None, length: int = 64, period: int = 7, seed: int = 3) -> Explorer:
+    """A slider for the evaluation length ``T`` (16 to 128 by 8) over ``plots.attention_maps`` of the
+    cached "pattern" models with ALiBi and RoPE, on ``experiment.pattern_probe(period, seed)``.
+
+    ``heads``: ``{scheme: (layer, head)}`` to show; None picks each model's induction head at the
+    training length (``experiment.induction_heads``). A step runs both models (about 200 ms on
+    a CPU), so the figure follows the slider when it is released.
+    """
+    from .. import experiment
+
+    models, config = experiment.load_models()
+    maps = {scheme: models[("pattern", scheme)] for scheme in ("alibi", "rope")}
+    tokens = experiment.pattern_probe(config, period=period, seed=seed)
+    if heads is None:
+        heads = experiment.induction_heads(maps, tokens, config.train_length, period)
+    heads = {scheme: tuple(layer_head) for scheme, layer_head in heads.items()}
+    if set(heads) != set(maps):
+        raise ValueError(f"heads must name the schemes {sorted(maps)}, got {sorted(heads)}")
+    controls = {
+        "length": ipywidgets.IntSlider(value=length, min=16, max=len(tokens) - 1, step=8, description="length T"),
+    }
+    drawing = plots.attention_maps(maps, tokens, heads, length=length, train_length=config.train_length)
+    return Explorer(drawing, controls, continuous_update=False)
