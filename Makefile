@@ -106,7 +106,8 @@ SITE_OPTS = --TemplateExporter.extra_template_basedirs=helpers/_templates \
 slides: $(STAMP)
 	$(VENV)/bin/jupyter nbconvert --to slides --output-dir $(BUILD)/slides --template pe_reveal \
 		--SlidesExporter.reveal_scroll=True --SlidesExporter.preprocessors='["helpers._site.SitePreprocessor"]' \
-		--SlidesExporter.reveal_url_prefix=_static/reveal --SlidesExporter.reveal_theme=white $(call SITE_OPTS,.slides.html) $(NB)
+		--SlidesExporter.reveal_url_prefix=_static/reveal --SlidesExporter.reveal_theme=white \
+		--SitePreprocessor.explorer_subslide=True $(call SITE_OPTS,.slides.html) $(NB)
 	$(PY) -m helpers._site --slides --out $(BUILD)/slides $(NB)
 
 html: $(STAMP)

@@ -68,6 +68,8 @@ def _readout(control, value) -> str:
         return str(value)
     if isinstance(control, ipywidgets.IntSlider):
         return f"{int(value):d}"
+    if isinstance(control, ipywidgets.FloatLogSlider):  # as the figures write a base: 19,953, not 2e+04
+        return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
     if fmt:
         try:
             return format(value, fmt)
@@ -84,6 +86,16 @@ def _spread(n: int, keep: int) -> list[int]:
     return sorted(picked)
 
 
+def _steps(low: float, high: float, step: float, value: float) -> list[float]:
+    """``low, low + step, ...`` up to ``high`` (never past it), with ``high`` and ``value`` themselves
+    among them: the values a slider can take, its maximum and its starting value included even
+    where they fall between steps (θ from 2π·0.01 to π by 0.01 starting at π/4, for example)."""
+    count = math.floor((high - low) / step + 1e-9) + 1
+    grid = [low] + [round(low + k * step, 12) for k in range(1, count)]  # 0.3, not 0.30000000000000004
+    grid = [v for v in grid if abs(v - high) > 1e-9 * max(1.0, abs(high)) and abs(v - value) > 1e-12]
+    return sorted({*grid, high, value})
+
+
 def control_choices(name: str, control) -> Choice:
     """The values of one control a static page offers (see the module's docstring)."""
     description = control.description or name
@@ -94,19 +106,18 @@ def control_choices(name: str, control) -> Choice:
     elif isinstance(control, ipywidgets.Checkbox):
         values, labels, kind, start = [False, True], ["off", "on"], "select", int(bool(control.value))
     elif isinstance(control, ipywidgets.FloatLogSlider):
-        count = int(round((control.max - control.min) / control.step)) + 1
-        exponents = [control.min + k * control.step for k in range(count)]
+        exponents = _steps(control.min, control.max, control.step, math.log(control.value, control.base))
         values = [control.base**e for e in exponents]
-        start = min(range(count), key=lambda k: abs(exponents[k] - math.log(control.value, control.base)))
+        start = exponents.index(math.log(control.value, control.base))
+        values[start] = control.value  # exactly the starting value, not base**log(value)
         labels, kind = [_readout(control, v) for v in values], "range"
-    elif isinstance(control, (ipywidgets.IntSlider, ipywidgets.FloatSlider)):
-        count = int(round((control.max - control.min) / control.step)) + 1
-        values = [control.min + k * control.step for k in range(count)]
-        if isinstance(control, ipywidgets.IntSlider):
-            values = [int(v) for v in values]
-        else:
-            values = [round(v, 12) for v in values]
-        start = min(range(count), key=lambda k: abs(values[k] - control.value))
+    elif isinstance(control, ipywidgets.IntSlider):
+        values = sorted({*range(control.min, control.max + 1, control.step), control.max, control.value})
+        start = values.index(control.value)
+        labels, kind = [_readout(control, v) for v in values], "range"
+    elif isinstance(control, ipywidgets.FloatSlider):
+        values = _steps(control.min, control.max, control.step, control.value)
+        start = values.index(control.value)
         labels, kind = [_readout(control, v) for v in values], "range"
     else:
         raise TypeError(f"control {name!r} is a {type(control).__name__}; a static page cannot offer its values")
@@ -170,6 +181,11 @@ def _key(index: tuple[int, ...]) -> str:
     return ",".join(map(str, index))
 
 
+def _alt(plan: Plan, index: tuple[int, ...]) -> str:
+    shown = ", ".join(f"{c.description} {c.labels[k]}" for c, k in zip(plan.choices, index, strict=True))
+    return f"the explorer's figure at {shown}"
+
+
 def static_explorer_html(plan: Plan, urls: dict[tuple[int, ...], str], number: int) -> str:
     """The controls, the picture and the frame table of one explorer, as HTML."""
     start = tuple(choice.start for choice in plan.choices)
@@ -188,7 +204,7 @@ def static_explorer_html(plan: Plan, urls: dict[tuple[int, ...], str], number: i
                 for v, label_ in enumerate(choice.labels)
             )
             widget = f'<select id="{ident}" data-control="{k}">{options}</select>'
-        readout = f'<output for="{ident}">{html.escape(choice.labels[choice.start])}</output>'
+        readout = f'<output for="{ident}" aria-live="off">{html.escape(choice.labels[choice.start])}</output>'
         rows.append(f'<span class="pe-control">{label} {widget} {readout}</span>')
     offered = []
     for choice in plan.choices:
@@ -198,16 +214,17 @@ def static_explorer_html(plan: Plan, urls: dict[tuple[int, ...], str], number: i
         offered.insert(0, "one control at a time, the others at their starting values")
     note = "Pictures rendered ahead for " + ("; ".join(offered) if offered else "every value of every control") + "."
     data = {
+        "names": [choice.description for choice in plan.choices],
         "labels": [choice.labels for choice in plan.choices],
         "start": list(start),
         "mode": plan.mode,
         "frames": {_key(index): url for index, url in urls.items()},
     }
-    table = json.dumps(data).replace("</", "<\\/")  # no "</script>" inside the script element
+    table = json.dumps(data).replace("<", "\\u003c")  # nothing inside the script element can end it
     return (
         f'<div class="pe-explorer" id="explorer{number}">'
         f'<div class="pe-controls">{"".join(rows)}</div>'
-        f'<img class="pe-frame" src="{html.escape(urls[start])}" alt="the explorer at the values shown above" '
+        f'<img class="pe-frame" src="{html.escape(urls[start])}" alt="{html.escape(_alt(plan, start))}" '
         'style="max-width:100%">'
         f'<p class="pe-note">{note} No kernel needed: the sliders swap pictures rendered when this page was '
         "built; open the notebook in JupyterLab for every value.</p>"
@@ -227,7 +244,13 @@ SCRIPT = """
 </style>
 <script>
 (function () {
+  if (window.__peExplorers) return;  // every explorer carries this script; the first one sets all up
+  window.__peExplorers = true;
+  // The keys a control uses; in a slide deck they stay with the control while it is on the slide shown.
+  var OWN_KEYS = ['ArrowLeft', 'ArrowRight', 'ArrowUp', 'ArrowDown', 'Home', 'End'];
+  var DECK_KEYS = ['PageUp', 'PageDown'];  // what a presenter's clicker sends: always the deck's
   function setUp(root) {
+    if (root.dataset.ready) return;
     var data = JSON.parse(root.querySelector('.pe-data').textContent);
     var img = root.querySelector('.pe-frame');
     var inputs = Array.prototype.slice.call(root.querySelectorAll('[data-control]'));
@@ -238,8 +261,10 @@ SCRIPT = """
       if (!cache[url]) {
         var im = new Image();
         im.src = url;
-        cache[url] = im.decode ? im.decode().then(function () { return im; }, function () { return im; })
-                               : Promise.resolve(im);
+        cache[url] = (im.decode ? im.decode() : Promise.resolve()).then(function () { return im; }, function () {
+          delete cache[url];  // not decoded (a missing file): try again on the next request
+          return im;
+        });
       }
       return cache[url];
     }
@@ -260,6 +285,9 @@ SCRIPT = """
         outputs[k].textContent = data.labels[k][v];
         inputs[k].setAttribute('aria-valuetext', data.labels[k][v]);
       });
+      img.alt = "the explorer's figure at " + idx.map(function (v, k) {
+        return data.names[k] + ' ' + data.labels[k][v];
+      }).join(', ');
       var url = data.frames[idx.join(',')];
       root.dataset.requested = url || '';
       if (!url) { img.style.opacity = 0.3; return; }
@@ -276,11 +304,20 @@ SCRIPT = """
     root.addEventListener('pointerenter', loadAll);
     root.addEventListener('focusin', loadAll);
     inputs.forEach(function (el, k) {
-      var handler = function (event) { loadAll(); show(k, performance.now()); };
-      el.addEventListener('input', handler);
-      el.addEventListener('change', handler);
-      // arrow keys belong to the control, not to a slide deck around it (reveal.js takes them from a <select>)
-      el.addEventListener('keydown', function (event) { event.stopPropagation(); });
+      el.addEventListener('input', function () { loadAll(); show(k, performance.now()); });
+      el.addEventListener('keydown', function (event) {
+        var section = el.closest('section');
+        var shown = !section || section.classList.contains('present');
+        if (DECK_KEYS.indexOf(event.key) >= 0) {
+          event.preventDefault();  // the slider stays put
+          if (section && window.Reveal) {  // reveal.js ignores keys while an <input> has focus: turn the page here
+            el.blur();
+            if (event.key === 'PageDown') Reveal.next(); else Reveal.prev();
+          }
+        } else if (shown && OWN_KEYS.indexOf(event.key) >= 0) {
+          event.stopPropagation();  // reveal.js would otherwise take the arrows from a <select>
+        }
+      });
     });
     root.dataset.ready = '1';
   }

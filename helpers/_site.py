@@ -73,12 +73,27 @@ class SitePreprocessor(Preprocessor):
     render_frames = Bool(
         True, help="Render the frames of explorers that recorded their call (False: saved pictures only)."
     ).tag(config=True)
+    explorer_subslide = Bool(
+        False, help="Start a sub-slide at each explorer's cell (for decks: the explorer fills a slide)."
+    ).tag(config=True)
 
-    def _static_explorer(self, spec: dict, resources: dict, number: int) -> dict:
-        """A display_data output with the static explorer; its frames go to ``resources['outputs']``."""
-        explorer = _frames.make_explorer(spec)
+    def _static_explorer(self, spec: dict, resources: dict, number: int) -> dict | None:
+        """A display_data output with the static explorer; its frames go to ``resources['outputs']``.
+        None (and a warning) when the explorer cannot be made again: the page keeps its picture."""
+        try:
+            explorer = _frames.make_explorer(spec)
+        except Exception as error:  # a renamed function, a changed signature: the build goes on
+            self.log.warning("explorer %s could not be made again (%s): its saved picture is shown", spec, error)
+            return None
         plan = _frames.plan_frames(explorer.controls)
         frames = _frames.render_frames(explorer, plan)
+        if len(frames) < len(plan.frames):
+            self.log.warning(
+                "%s: %d of %d frames refused by the drawing (the page greys the picture there)",
+                spec["function"],
+                len(plan.frames) - len(frames),
+                len(plan.frames),
+            )
         name = resources.get("metadata", {}).get("name") or "notebook"
         folder = resources.get("output_files_dir") or f"{name}_files"
         outputs = resources.setdefault("outputs", {})
@@ -87,9 +102,7 @@ class SitePreprocessor(Preprocessor):
             url = f"{folder}/explorer{number}/{k:03d}.jpg"
             outputs[url] = picture
             urls[index] = url
-        page = _frames.static_explorer_html(plan, urls, number)
-        if number == 0:
-            page = _frames.SCRIPT + page
+        page = _frames.SCRIPT + _frames.static_explorer_html(plan, urls, number)  # the script runs once
         return nbformat.v4.new_output(
             "display_data", data={"text/html": page, "text/plain": f"(a static explorer: {len(urls)} frames)"}
         )
@@ -104,6 +117,8 @@ class SitePreprocessor(Preprocessor):
                 )
             if cell.cell_type != "code":
                 continue
+            # the test markers mean nothing to a reader: "# NBVAL_IGNORE_OUTPUT: a live widget" goes
+            cell.source = "\n".join(line for line in cell.source.split("\n") if not line.startswith("# NBVAL_"))
             outputs = []
             for output in cell.get("outputs", []):
                 view = output.get("data", {}).get(WIDGET_VIEW)
@@ -111,9 +126,15 @@ class SitePreprocessor(Preprocessor):
                     outputs.append(output)
                     continue
                 spec = output.get("data", {}).get(EXPLORER_SPEC)
-                if spec is not None and self.render_frames:
-                    outputs.append(self._static_explorer(spec, resources, explorers))
+                static = self._static_explorer(spec, resources, explorers) if spec and self.render_frames else None
+                if static is not None:
+                    outputs.append(static)
                     explorers += 1
+                    if self.explorer_subslide and cell.metadata.get("slideshow", {}).get("slide_type") in (
+                        None,
+                        "-",
+                    ):
+                        cell.metadata.setdefault("slideshow", {})["slide_type"] = "subslide"
                     continue
                 pictures = _widget_pictures(state, view.get("model_id", ""))
                 if not pictures:

@@ -3,6 +3,7 @@ frame, that each frame is the drawing at those values, and what the static page 
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import math
@@ -44,9 +45,21 @@ def test_a_log_slider_offers_powers_of_its_base_and_a_float_slider_its_steps():
         "base", ipywidgets.FloatLogSlider(value=1e4, base=10, min=1, max=6, step=0.5, readout_format=".3g")
     )
     assert np.allclose(log.values, [10**e for e in np.arange(1, 6.25, 0.5)])
-    assert log.values[log.start] == pytest.approx(1e4) and log.labels[log.start] == "1e+04"
+    assert log.values[log.start] == 1e4 and log.labels[log.start] == "10,000"  # as the figures write it
+    assert log.labels[:3] == ["10", "31.6", "100"]
     flat = _frames.control_choices("c", ipywidgets.FloatSlider(value=0.3, min=0.0, max=1.0, step=0.1))
     assert flat.values == pytest.approx([k / 10 for k in range(11)]) and flat.start == 3
+
+
+def test_a_float_slider_never_passes_its_maximum_and_keeps_its_exact_start():
+    explorer = widgets.one_clock_explorer()  # θ from 2π·0.01 to π by 0.01, starting at π/4: off the steps
+    theta = explorer.controls["theta"]
+    choice = _frames.control_choices("theta", theta)
+    assert choice.values[-1] == theta.max and max(choice.values) <= theta.max
+    assert choice.values[choice.start] == theta.value == math.pi / 4
+    assert choice.values[0] == theta.min and len(choice.values) <= _frames.MAX_VALUES
+    steps = _frames.control_choices("s", ipywidgets.IntSlider(value=20, min=16, max=130, step=8))
+    assert steps.values[-1] == 130 and 20 in steps.values and 16 in steps.values
 
 
 def test_options_keep_their_labels_and_values():
@@ -158,7 +171,7 @@ def _notebook_with_explorer(spec):
         )
     ]
     nb.cells = [cell, nbformat.v4.new_code_cell("helpers.widgets.alibi_explorer()")]
-    nb.cells[1].outputs = [dict(cell.outputs[0])]
+    nb.cells[1].outputs = [copy.deepcopy(cell.outputs[0])]
     return nb
 
 
@@ -167,8 +180,9 @@ def test_the_site_turns_a_recorded_explorer_into_frames_and_a_script():
     resources = {"metadata": {"name": "07_x"}, "output_files_dir": "07_x_files"}
     nb, resources = SitePreprocessor().preprocess(_notebook_with_explorer({EXPLORER_SPEC: spec}), resources)
     pages = [cell.outputs[0]["data"]["text/html"] for cell in nb.cells]
-    assert "<script>" in pages[0] and "<script>" not in pages[1]  # the shared script once, first
+    assert all("window.__peExplorers" in page for page in pages)  # each carries it; the first to run sets all up
     data = json.loads(re.search(r'class="pe-data">(.*?)</script>', pages[0]).group(1))
+    assert data["names"] == ["heads H", "head h", "content strength"]
     assert set(data["frames"].values()) <= set(resources["outputs"])
     assert all(url.startswith("07_x_files/explorer0/") for url in data["frames"].values())
     start = ",".join(map(str, data["start"]))
@@ -176,3 +190,24 @@ def test_the_site_turns_a_recorded_explorer_into_frames_and_a_script():
     assert all(picture[:2] == b"\xff\xd8" for picture in resources["outputs"].values())  # JPEG
     assert 'type="range"' in pages[0] and "one control at a time" in pages[0]
     assert len(resources["outputs"]) == 2 * len(data["frames"])  # the second explorer has its own
+
+
+def test_a_label_cannot_end_the_script_element():
+    plan = _frames.Plan([_frames.Choice("x", "x", "select", ["a"], ["<!--<script </script>"], 0, True)], "grid", [(0,)])
+    page = _frames.static_explorer_html(plan, {(0,): "f.jpg"}, 0)
+    table = re.search(r'class="pe-data">(.*?)</script>', page, flags=re.S).group(1)
+    assert "<" not in table and json.loads(table)["labels"] == [["<!--<script </script>"]]
+
+
+def test_the_site_drops_test_markers_keeps_a_picture_when_an_explorer_is_gone_and_decks_give_it_a_slide():
+    spec = widgets.rope_models_explorer().spec
+    nb = _notebook_with_explorer({EXPLORER_SPEC: spec})
+    nb.cells[0].source = "# NBVAL_IGNORE_OUTPUT: a live widget\nhelpers.widgets.rope_models_explorer()"
+    nb.cells[1].outputs[0]["data"][EXPLORER_SPEC] = {"function": "helpers.widgets.gone_explorer", "arguments": {}}
+    nb, resources = SitePreprocessor(explorer_subslide=True).preprocess(nb, {"metadata": {"name": "09_x"}})
+    assert nb.cells[0].source == "helpers.widgets.rope_models_explorer()"
+    assert nb.cells[0].metadata["slideshow"]["slide_type"] == "subslide"
+    # the gone explorer: no static explorer, no slide of its own (its saved picture, from the widget state)
+    assert "slideshow" not in nb.cells[1].metadata
+    assert not any("text/html" in output.get("data", {}) for output in nb.cells[1].outputs)
+    assert all(url.startswith("09_x_files/explorer0/") for url in resources["outputs"])
