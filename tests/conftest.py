@@ -11,8 +11,9 @@ import pytest
 if "MUTANT_UNDER_TEST" in os.environ:
     # Under `make mutants`, mutmut runs the tests once, then forks a child per mutant. A fork taken
     # while torch's thread pools hold a lock leaves the child waiting forever (a futex no thread
-    # will release), which mutmut would count as a timeout. One thread, and Inductor compiling in
-    # this process, keep the children free of inherited locks.
+    # will release), which mutmut counts as a timeout, and a timeout as caught: a mutant that every
+    # test lets through looked caught. One thread, and Inductor compiling in this process, keep the
+    # children free of inherited locks, so that a mutant's tests finish and their verdict counts.
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     import torch
 
