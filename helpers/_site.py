@@ -226,8 +226,6 @@ every value, and to change the code, open the notebooks in JupyterLab (see the R
 
 #: Where the templates' copies of MathJax and reveal.js go, relative to the pages.
 ASSETS = "_static"
-#: The nbconvert templates of the site and the decks (``--TemplateExporter.extra_template_basedirs``).
-TEMPLATES = Path(__file__).resolve().parent / "_templates"
 # MathJax 2's parts the pages never load (translations, the SVG output, the accessibility extensions).
 MATHJAX_SKIP = ("localization", "SVG", "a11y")
 
