@@ -19,7 +19,7 @@ import re
 import subprocess
 import sys
 
-LINE = re.compile(r"^\s*(helpers\.[\w.]+?)\.x_?(\w+?)__mutmut_(\d+):\s*(.+?)\s*$")
+LINE = re.compile(r"^\s*((helpers\.[\w.]+?)\.x_?\w+?__mutmut_\d+):\s*(.+?)\s*$")
 KILLED = {"killed", "timeout"}
 
 
@@ -35,10 +35,10 @@ def main(argv=None) -> int:
         match = LINE.match(line)
         if not match:
             continue
-        module, function, number, status = match.groups()
+        name, module, status = match.groups()
         table[module][status] += 1
         if status == "survived":
-            survivors.append(f"{module}.{function}__mutmut_{number}")
+            survivors.append(name)  # as mutmut spells it, so that `mutmut show NAME` finds it
     if not table:
         print("no mutmut results here: run `make mutants` first")
         return 1

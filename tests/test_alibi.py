@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from _support import raises_naming
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -153,26 +154,59 @@ def test_dtype_and_device_follow_arguments():
 @pytest.mark.parametrize(
     "call, error, words",
     [
-        (lambda: helpers.alibi_slopes(0), ValueError, "n_heads"),
-        (lambda: helpers.alibi_slopes(2.0), TypeError, "n_heads"),
-        (lambda: helpers.alibi_bias(2, 5, 3), ValueError, "n_queries"),
-        (lambda: helpers.alibi_bias(2, -1), ValueError, "n_queries"),
-        (lambda: helpers.alibi_bias(2, 3, causal=1), TypeError, "causal"),
-        (lambda: helpers.alibi_bias(2, 3, dtype=torch.int64), TypeError, "dtype"),
-        (lambda: helpers.alibi_key_bias(0, 3), ValueError, "n_heads"),
-        (lambda: helpers.alibi_decay_distance(4, fraction=1.5), ValueError, "fraction"),
+        (lambda: helpers.alibi_slopes(0), ValueError, ["n_heads", "0", ">= 1"]),
+        (lambda: helpers.alibi_slopes(2.0), TypeError, ["n_heads", "int"]),
+        (lambda: helpers.alibi_bias(2, 5, 3), ValueError, ["n_queries", "5", "n_keys", "3"]),
+        (lambda: helpers.alibi_bias(2, -1), ValueError, ["n_queries", "-1", ">= 0"]),
+        (lambda: helpers.alibi_bias(2, 3, causal=1), TypeError, ["causal", "1"]),
+        (lambda: helpers.alibi_bias(2, 3, dtype=torch.int64), TypeError, ["dtype", "torch.int64"]),
+        (lambda: helpers.alibi_key_bias(0, 3), ValueError, ["n_heads", "0", ">= 1"]),
+        (lambda: helpers.alibi_decay_distance(4, fraction=1.5), ValueError, ["fraction", "1.5"]),
         # Found by mutation testing: the boundaries and types of alibi_decay_distance's arguments.
-        (lambda: helpers.alibi_decay_distance(4, fraction=1.0), ValueError, "fraction"),
-        (lambda: helpers.alibi_decay_distance(4, fraction=0.0), ValueError, "fraction"),
-        (lambda: helpers.alibi_decay_distance(4, fraction=True), ValueError, "fraction"),
-        (lambda: helpers.alibi_decay_distance(4, fraction="0.5"), ValueError, "fraction"),
-        (lambda: helpers.alibi_decay_distance(0), ValueError, "n_heads"),
-        (lambda: helpers.alibi_decay_distance(4.0), TypeError, "n_heads"),
+        (lambda: helpers.alibi_decay_distance(4, fraction=1.0), ValueError, ["fraction", "1.0"]),
+        (lambda: helpers.alibi_decay_distance(4, fraction=0.0), ValueError, ["fraction", "0.0"]),
+        (lambda: helpers.alibi_decay_distance(4, fraction=True), ValueError, ["fraction", "True"]),
+        (lambda: helpers.alibi_decay_distance(4, fraction="0.5"), ValueError, ["fraction", "'0.5'"]),
+        (lambda: helpers.alibi_decay_distance(0), ValueError, ["n_heads", "0", ">= 1"]),
+        (lambda: helpers.alibi_decay_distance(4.0), TypeError, ["n_heads", "int"]),
+        # Found by mutation testing: every argument of alibi_bias and alibi_key_bias, by name and bound.
+        (lambda: helpers.alibi_bias(0, 3), ValueError, ["n_heads", "0", ">= 1"]),
+        (lambda: helpers.alibi_bias(2.5, 3), TypeError, ["n_heads", "int", "float"]),
+        (lambda: helpers.alibi_bias(2, 3.0), TypeError, ["n_queries", "int", "float"]),
+        (lambda: helpers.alibi_bias(2, 0, -1, causal=False), ValueError, ["n_keys", "-1", ">= 0"]),
+        (lambda: helpers.alibi_bias(2, 3, 4.0), TypeError, ["n_keys", "int", "float"]),
+        (lambda: helpers.alibi_key_bias(2.5, 3), TypeError, ["n_heads", "int", "float"]),
+        (lambda: helpers.alibi_key_bias(2, -1), ValueError, ["n_keys", "-1", ">= 0"]),
+        (lambda: helpers.alibi_key_bias(2, 3.0), TypeError, ["n_keys", "int", "float"]),
+        (lambda: helpers.alibi_key_bias(2, 3, dtype=torch.int32), TypeError, ["dtype", "torch.int32"]),
+        # The first bad argument is the one named, before any other check or any work: a bad head
+        # count is not reported as a bad length (nor left for alibi_slopes to find).
+        (lambda: helpers.alibi_bias(0, 5, 3), ValueError, ["n_heads", "0", ">= 1"]),
+        (lambda: helpers.alibi_bias(-1, -1), ValueError, ["n_heads", "-1", ">= 1"]),
+        (lambda: helpers.alibi_key_bias(0, -1), ValueError, ["n_heads", "0", ">= 1"]),
+        (lambda: helpers.alibi_decay_distance(0, fraction=2.0), ValueError, ["n_heads", "0", ">= 1"]),
     ],
 )
 def test_bad_input_names_the_argument(call, error, words):
-    with pytest.raises(error, match=words):
-        call()
+    raises_naming(error, call, *words)
+
+
+def test_smallest_valid_arguments_are_accepted():
+    # The other side of each bound above: one head, no queries, no keys.
+    assert helpers.alibi_bias(1, 0).shape == (1, 0, 0)
+    assert helpers.alibi_bias(2, 0, 3).shape == (2, 0, 3)
+    assert helpers.alibi_bias(2, 0, 0, causal=False).shape == (2, 0, 0)
+    assert helpers.alibi_bias(1, 2, 2).tolist() == [[[0.0, -math.inf], [-1 / 256, 0.0]]]
+    assert helpers.alibi_key_bias(2, 0).shape == (2, 1, 0)
+    assert helpers.alibi_key_bias(1, 3).tolist() == [[[0.0, 1 / 256, 2 / 256]]]
+    assert helpers.alibi_decay_distance(1).tolist() == [pytest.approx(256 * math.log(100), rel=1e-15)]
+
+
+def test_biases_are_built_on_the_device_asked_for():
+    # The meta device holds shapes only: a table left on the CPU would be seen here.
+    assert helpers.alibi_bias(2, 3, device="meta").device.type == "meta"
+    assert helpers.alibi_bias(2, 3, 4, causal=False, device="meta").device.type == "meta"
+    assert helpers.alibi_key_bias(2, 3, device="meta").device.type == "meta"
 
 
 # Drawings: update them and read the artists back.

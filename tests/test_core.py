@@ -91,6 +91,14 @@ def test_frequencies_follow_the_geometric_schedule():
     assert helpers.frequencies(16, dtype=torch.float32).dtype == torch.float32
 
 
+def test_frequencies_and_tables_are_built_on_the_device_asked_for():
+    # The meta device holds shapes only: a tensor left on the CPU would be seen here.
+    assert helpers.frequencies(8, device="meta").device.type == "meta"
+    assert helpers.sinusoidal_pe(5, 8, device="meta").device.type == "meta"
+    assert helpers.sinusoidal_pe(torch.arange(5, device="meta"), 8).device.type == "meta"
+    assert helpers.sinusoidal_pe(5, 8, device="meta", dtype=torch.float64).device.type == "meta"
+
+
 def test_alibi_bias_forms():
     bias = helpers.alibi_bias(8, 5)
     slopes = helpers.alibi_slopes(8)

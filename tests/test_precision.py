@@ -216,3 +216,51 @@ def test_float64_table_on_a_device_without_float64_is_refused(monkeypatch):
     monkeypatch.setattr(helpers.device, "supports_float64", lambda device: False)
     with pytest.raises(TypeError, match="float64"):
         helpers.sinusoidal_pe(8, 4, dtype=torch.float64)
+
+
+class _Float64Devices(TorchDispatchMode):
+    """Records the device of every float64 tensor an operation makes."""
+
+    def __init__(self):
+        super().__init__()
+        self.devices = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor) and t.dtype == torch.float64:
+                self.devices.add(t.device.type)
+        return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_the_float64_product_is_formed_on_a_device_that_has_float64(dtype):
+    """The 'meta' device plays a GPU: positions and speeds move there, the CPU does no float64 work."""
+    from helpers._angles import sin_cos_interleaved, sin_cos_table
+
+    positions, speeds = torch.arange(LAST - 9, LAST + 1), helpers.frequencies(16)  # on the CPU
+    for make in (sin_cos_table, sin_cos_interleaved):
+        with _Float64Devices() as mode:
+            out = make(positions, speeds, device="meta", dtype=dtype)
+        for table in out if isinstance(out, tuple) else (out,):
+            assert table.device.type == "meta" and table.dtype == dtype
+        assert mode.devices == {"meta"}, f"{make.__name__} formed float64 tensors on {mode.devices}"
+
+
+@pytest.fixture
+def float64_by_default():
+    """torch's default dtype set to float64, as some notebooks do, and restored after the test."""
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(before)
+
+
+def test_tables_do_not_depend_on_torchs_default_dtype(float64_by_default):
+    positions = sampled_positions()[-300:]
+    torch.set_default_dtype(torch.float32)
+    pe, (cos, sin) = helpers.sinusoidal_pe(positions, 24), helpers.rope_cos_sin(positions, 24)
+    torch.set_default_dtype(torch.float64)
+    pe64, (cos64, sin64) = helpers.sinusoidal_pe(positions, 24), helpers.rope_cos_sin(positions, 24)
+    for want, got in ((pe, pe64), (cos, cos64), (sin, sin64)):
+        assert got.dtype == torch.float32 and torch.equal(got, want)

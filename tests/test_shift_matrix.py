@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from _support import raises_naming
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -53,18 +54,33 @@ def test_shift_matrix_dtype_and_zeros_off_the_blocks():
 
 
 @pytest.mark.parametrize(
-    "bad, error",
+    "bad, error, words",
     [
-        (dict(k=1, d=5), ValueError),
-        (dict(k="1", d=4), TypeError),
-        (dict(k=True, d=4), TypeError),
-        (dict(k=1, d=4, base=1.0), ValueError),
-        (dict(k=float("nan"), d=4), ValueError),
+        (dict(k=1, d=5), ValueError, ["d", "5", "even"]),
+        (dict(k=1, d=3.0), TypeError, ["d", "int"]),
+        (dict(k="1", d=4), TypeError, ["k", "'1'", "str"]),
+        (dict(k=True, d=4), TypeError, ["k", "True", "bool"]),
+        (dict(k=1, d=4, base=1.0), ValueError, ["base", "1.0", "> 1"]),
+        (dict(k=1, d=4, base="10"), TypeError, ["base", "str"]),
+        (dict(k=float("nan"), d=4), ValueError, ["k", "nan", "finite"]),
+        (dict(k=float("inf"), d=4), ValueError, ["k", "inf", "finite"]),
+        (dict(k=-float("inf"), d=4), ValueError, ["k", "-inf", "finite"]),
+        (dict(k=1, d=4, dtype=torch.int32), TypeError, ["dtype", "torch.int32"]),
     ],
 )
-def test_shift_matrix_rejects_bad_input(bad, error):
-    with pytest.raises(error):
-        helpers.shift_matrix(**bad)
+def test_shift_matrix_rejects_bad_input(bad, error, words):
+    raises_naming(error, lambda: helpers.shift_matrix(**bad), *words)
+
+
+def test_shift_matrix_keeps_the_digits_of_a_real_shift():
+    # A shift that float32 cannot hold (1/3, 123456.789) must turn the hands by exactly that much.
+    for k in (1 / 3, 123456.789):
+        torch.testing.assert_close(helpers.shift_matrix(k, 8), _slow_shift_matrix(k, 8, 10000.0), atol=1e-12, rtol=0)
+
+
+def test_shift_matrix_is_built_on_the_device_asked_for():
+    matrix = helpers.shift_matrix(3, 8, device="meta")
+    assert matrix.device.type == "meta" and matrix.shape == (8, 8) and matrix.dtype == torch.float64
 
 
 @settings(max_examples=30, deadline=None)
@@ -103,17 +119,43 @@ def test_nearest_collision_default_width_never_closer_than_neighbours():
 
 
 @pytest.mark.parametrize(
-    "bad, error",
+    "bad, error, words",
     [
-        (dict(theta="x", max_shift=3), TypeError),
-        (dict(theta=1.0, max_shift=0), ValueError),
-        (dict(theta=torch.ones(2, 2), max_shift=3), ValueError),
-        (dict(theta=float("inf"), max_shift=3), ValueError),
+        (dict(theta="x", max_shift=3), TypeError, ["theta", "1-D", "str"]),
+        (dict(theta=True, max_shift=3), TypeError, ["theta", "1-D", "bool"]),
+        (dict(theta=torch.tensor([True]), max_shift=3), TypeError, ["theta", "torch.bool"]),
+        (dict(theta=torch.tensor([1 + 1j]), max_shift=3), TypeError, ["theta", "torch.complex64"]),
+        (dict(theta=1.0, max_shift=0), ValueError, ["max_shift", "0", ">= 1"]),
+        (dict(theta=1.0, max_shift=2.0), TypeError, ["max_shift", "int"]),
+        (dict(theta=torch.ones(2, 2), max_shift=3), ValueError, ["theta", "1-D", "(2, 2)"]),
+        (dict(theta=torch.ones(0), max_shift=3), ValueError, ["theta", "non-empty", "(0,)"]),
+        (dict(theta=float("inf"), max_shift=3), ValueError, ["theta", "finite", "NaN"]),
+        (dict(theta=1.0, max_shift=3, tol="x"), TypeError, ["tol", ">= 0", "'x'", "str"]),
+        (dict(theta=1.0, max_shift=3, tol=-1e-12), ValueError, ["tol", ">= 0", "-1e-12"]),
+        (dict(theta=1.0, max_shift=3, tol=float("inf")), ValueError, ["tol", "finite", "inf"]),
     ],
 )
-def test_nearest_collision_rejects_bad_input(bad, error):
-    with pytest.raises(error):
-        helpers.nearest_collision(**bad)
+def test_nearest_collision_rejects_bad_input(bad, error, words):
+    raises_naming(error, lambda: helpers.nearest_collision(**bad), *words)
+
+
+def test_shift_distance_rejects_bad_shifts():
+    raises_naming(ValueError, lambda: helpers.shift_distance(-1, 1.0), "shifts", "-1", ">= 0")
+    raises_naming(ValueError, lambda: helpers.shift_distance(torch.zeros(2, 2), 1.0), "shifts", "1-D", "(2, 2)")
+
+
+def test_nearest_collision_searches_up_to_max_shift_and_no_further():
+    # θ = 2π·3/10 comes back exactly after 10 tokens; searching 1 .. 9 must not find it.
+    theta = 2 * math.pi * 0.3
+    k, gap = helpers.nearest_collision(theta, 9)
+    assert k == 3 and gap == pytest.approx(2 * abs(math.sin(1.5 * theta)))
+    assert helpers.nearest_collision(theta, 1) == (1, pytest.approx(2 * abs(math.sin(theta / 2))))
+
+
+def test_nearest_collision_with_no_tolerance_keeps_the_smallest_gap():
+    # tol = 0 is allowed: only shifts at the smallest gap itself tie (θ = 1 within 100: k = 44).
+    k, gap = helpers.nearest_collision(1.0, 100, tol=0.0)
+    assert k == 44 and gap == pytest.approx(2 * abs(math.sin(22.0)))
 
 
 def test_shift_matrix_is_the_articles_r_beta_the_mirror_of_a_counterclockwise_turn():
@@ -194,3 +236,20 @@ def test_short_windows_leave_d2_minus_t_minus_1_squared_matrices_and_d_plus_one_
     for t in range(2, d + 1):
         assert _toeplitz_table_dimension(d, 10.0, t) == d * d - (t - 1) ** 2 > d
     assert _toeplitz_table_dimension(d, 10.0, d + 1) == d == _toeplitz_table_dimension(d, 10.0, d + 3)
+
+
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_shift_distance_takes_shifts_and_speeds_from_any_device(device):
+    # The distance is computed on the CPU in float64 whatever the inputs' device (mixing a CUDA tensor
+    # with a CPU one would fail); without a second device this cannot be seen.
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    theta, shifts = helpers.frequencies(8), torch.arange(6)
+    want = helpers.shift_distance(shifts, theta)
+    for got in (
+        helpers.shift_distance(shifts, theta.to(device)),
+        helpers.shift_distance(shifts.to(device), theta),
+        helpers.shift_distance(shifts.to(device), theta.float().to(device)),
+    ):
+        assert got.device.type == "cpu" and got.dtype == torch.float64
+        torch.testing.assert_close(got, want, atol=1e-12, rtol=0)
