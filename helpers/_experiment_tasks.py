@@ -11,7 +11,14 @@ import torch
 
 from ._checks import check_int
 
-TASKS = ("lag", "pattern")
+TASKS = ("lag", "pattern", "text")
+
+#: The characters of the text task: newline and printable ASCII; every other character becomes
+#: one extra symbol (id ``len(TEXT_SYMBOLS)``).
+TEXT_SYMBOLS = "\n" + "".join(chr(c) for c in range(32, 127))
+TEXT_VOCAB = len(TEXT_SYMBOLS) + 1
+#: The share of the corpus the text task trains on; the rest, its last topics, is held out.
+TEXT_TRAIN_SHARE = 0.9
 
 
 def lag_batch(
@@ -70,3 +77,73 @@ def pattern_batch(
     sequence = blocks.gather(1, t[None, :] % periods[:, None])  # (B, T+1)
     mask = t[None, :-1] >= periods[:, None]  # (B, T)
     return sequence[:, :-1].to(device), sequence[:, 1:].to(device), mask.to(device)
+
+
+def text_corpus() -> tuple[torch.Tensor, torch.Tensor]:
+    """The text task's characters, ``(train, held_out)`` int64 ids, each ``(N,)``.
+
+    The text is the reference documentation that ships inside Python itself (``pydoc_data.topics``,
+    what ``help("topics")`` prints): about 80 topics, 465,000 characters of English prose and code
+    (the exact text depends on the Python version). Topics are taken in sorted order; the last
+    ones, about 10 % of the characters (``typesmapping`` to ``yield`` in Python 3.11), are held out
+    for evaluation and the rest is for training, so the test text is other topics, never seen.
+    Characters outside ``TEXT_SYMBOLS`` become one extra symbol. Nothing is downloaded. Reading
+    takes about 0.1 s: a training loop reads it once and passes it to ``text_batch``.
+    """
+    from pydoc_data.topics import topics
+
+    names = sorted(topics)
+    total = sum(len(topics[name]) for name in names)
+    held_out, size = [], 0
+    for name in reversed(names):  # the last topics, until they hold the held-out share
+        if size >= (1 - TEXT_TRAIN_SHARE) * total:
+            break
+        held_out.append(name)
+        size += len(topics[name])
+    lookup = {c: i for i, c in enumerate(TEXT_SYMBOLS)}
+    other = len(TEXT_SYMBOLS)
+
+    def encode(chosen):
+        text = "\n\n".join(topics[name] for name in chosen)
+        return torch.tensor([lookup.get(c, other) for c in text], dtype=torch.int64)  # (N,)
+
+    train = [name for name in names if name not in held_out]
+    return encode(train), encode(sorted(held_out))
+
+
+def text_batch(
+    batch_size: int,
+    length: int,
+    *,
+    corpus: tuple[torch.Tensor, torch.Tensor] | None = None,
+    split: str = "train",
+    generator: torch.Generator | None = None,
+    device=None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A batch of windows of ``length + 1`` consecutive characters of the text corpus.
+
+    Args:
+        corpus: ``text_corpus()``'s ``(train, held_out)``; None reads it (0.1 s: pass it in a loop).
+        split: ``"train"`` or ``"held_out"``.
+
+    Returns:
+        ``inputs`` int64 ``(B, T)``; ``targets`` ``(B, T)``, the next character of each input;
+        ``mask`` ``(B, T)``, all True (every next character is scored).
+    """
+    batch_size = check_int("batch_size", batch_size, minimum=1)
+    length = check_int("length", length, minimum=1)
+    if split not in ("train", "held_out"):
+        raise ValueError(f"split must be 'train' or 'held_out', got {split!r}")
+    train, held_out = text_corpus() if corpus is None else corpus
+    ids = train if split == "train" else held_out
+    if length + 1 > len(ids):
+        raise ValueError(f"length must be < {len(ids)} (the {split} text), got {length}")
+    starts = torch.randint(0, len(ids) - length, (batch_size,), generator=generator)  # (B,)
+    windows = ids[starts[:, None] + torch.arange(length + 1)]  # (B, T + 1)
+    mask = torch.ones(batch_size, length, dtype=torch.bool)
+    return windows[:, :-1].to(device), windows[:, 1:].to(device), mask.to(device)
+
+
+def decode(ids) -> str:
+    """The text of text-task ids (the extra symbol shows as ``"?"``)."""
+    return "".join(TEXT_SYMBOLS[i] if i < len(TEXT_SYMBOLS) else "?" for i in torch.as_tensor(ids).tolist())

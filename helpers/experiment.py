@@ -1,74 +1,120 @@
 """Train short, test long: tiny Transformers with different position schemes (article 001 §6.3, §7, §13).
 
-Notation: ``B`` batch, ``T`` positions, ``H`` heads, ``d`` model width, ``dh = d / H`` head width,
-``V`` vocabulary size, ``L`` the training length.
+Notation: ``E`` seeds trained together, ``B`` batch, ``T`` positions, ``H`` heads, ``d`` model
+width, ``V`` vocabulary size, ``L`` the training length.
 
 The model is one small decoder-only Transformer (pre-norm, causal) whose position scheme is a
-parameter. Every scheme is built from the functions the notebooks teach:
+parameter. Every scheme is built from the functions the notebooks teach (``VARIANTS`` names them):
 
 - ``"none"`` (NoPE): no position signal at all; only the causal mask breaks the symmetry.
-- ``"learned"``: a trainable table of ``max_len`` rows added to the token embeddings. Rows past the
-  training length never receive a gradient and stay at their random initial values.
+- ``"none_bos"``: NoPE with a beginning-of-sequence token in front of every sequence.
+- ``"learned"``: a trainable table of ``max_len`` rows added to the token embeddings, initialised
+  as GPT-2's (``N(0, 0.02^2)``). Rows past the training length never receive a gradient.
 - ``"sinusoidal"``: ``helpers.sinusoidal_pe`` added to ``sqrt(d) * embedding`` (Vaswani et al.).
 - ``"rope"``: ``helpers.rope_cos_sin`` and ``helpers.apply_rope`` rotate queries and keys.
-- ``"alibi"``: ``helpers.alibi_bias`` is added to the attention scores.
+- ``"alibi"``: ``helpers.alibi_bias`` (the reference slopes ``2^(-8h/H)``) added to the scores.
+- ``"t5"``: ``helpers.T5RelativeBias`` (32 causal buckets up to distance 128, one table shared by
+  the layers) added to the scores.
+- The ALiBi slope ablation (``ABLATIONS``): ``"alibi_8h"`` (8 heads of width 8, slopes 1/2 to
+  1/256) and ``"alibi_x8"`` (4 heads, every slope times 8: 2, 1/2, 1/8, 1/32).
 
-Attention itself is ``helpers.attention`` (the fused kernel while training, the explicit softmax
-when attention maps are asked for).
+Tasks (``TASKS``): "lag" (copy the token ``lag`` places back), "pattern" (continue a repeated
+block of distinct tokens: an induction-style lookup) and "text" (next-character prediction on the
+English reference documentation that ships with Python, ``pydoc_data``).
 
-The task ("continue the pattern"). A block of ``n`` distinct random tokens (``n`` drawn from
-``min_period .. max_period``) is repeated to fill the sequence. Once the block has been seen, every
-next token is determined: the model must find where the current token occurred one period ago
-and copy its successor (an induction-style lookup). The rule is the same at every position and
-every length, so the only thing that changes with the evaluation length is *where* the tokens
-sit: exactly what a position scheme must cope with.
+Training (``helpers/_experiment_train.py``). The seeds of one task and variant train together as
+one batched ensemble. Adam, linear warm-up, then a constant rate until every seed's training loss
+has plateaued: from ``min_steps`` on, every ``plateau_window`` steps, each seed's mean loss over
+the last window is compared with the window before, and the rule holds when it improved by less
+than ``plateau_tolerance`` of it (or by less than ``plateau_floor`` nats). The rate then falls
+linearly to zero over ``cooldown_steps``. A group still improving at ``max_steps`` cools down
+there, and the seeds whose rule did not hold are marked ``plateaued = False``.
 
-The model lives in ``helpers/_experiment_model.py`` and the task generators in
-``helpers/_experiment_tasks.py``; this module trains, evaluates, stores and is the command line:
-``python -m helpers.experiment --out data/extrapolation.json`` regenerates the cached results.
+Evaluation. At each evaluation length, loss and accuracy over every scored position and over the
+scored positions past the training length only (``t >= L``, the part that is extrapolated); at
+the longest length also per position. Every model sees the same evaluation sequences.
+
+``python -m helpers.experiment --out data/extrapolation.json`` (``make experiment``) regenerates
+the cached results and the models that notebook 08 reads attention from.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import dataclasses
+import hashlib
 import json
-import math
+import multiprocessing
 import os
 import platform
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
-from torch.nn import functional as F
 
-from ._experiment_model import SCHEMES, TinyTransformer
-from ._experiment_tasks import TASKS, lag_batch, pattern_batch
+from ._experiment_model import LEARNED_INIT_STD, SCHEMES, TinyEnsemble, TinyTransformer
+from ._experiment_probes import answer_weights, induction_heads, offset_weights, pattern_probe
+from ._experiment_tasks import TASKS, TEXT_VOCAB, decode, lag_batch, pattern_batch, text_batch, text_corpus
+from ._experiment_train import evaluate_model, plateaued, train_ensemble
 from .device import default_device
 
 __all__ = [
     "SCHEMES",
+    "VARIANTS",
+    "ABLATIONS",
+    "METRICS",
+    "LEARNED_INIT_STD",
     "ExperimentConfig",
+    "QUICK",
     "TinyTransformer",
+    "TinyEnsemble",
     "TASKS",
+    "TEXT_VOCAB",
     "lag_batch",
     "pattern_batch",
+    "text_batch",
+    "text_corpus",
+    "decode",
     "task_batch",
+    "task_vocab",
+    "build_model",
+    "plateaued",
+    "train_seeds",
     "train_model",
+    "evaluation_batches",
     "evaluate_model",
     "run_experiment",
     "summarize_runs",
+    "compare",
+    "regenerate",
     "load_results",
     "load_models",
     "save_models",
     "pattern_probe",
     "answer_weights",
     "induction_heads",
+    "offset_weights",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+#: Every model the experiment trains: its name and the ``TinyTransformer`` arguments that make it.
+VARIANTS = {
+    "none": dict(scheme="none"),
+    "none_bos": dict(scheme="none", bos=True),
+    "learned": dict(scheme="learned"),
+    "sinusoidal": dict(scheme="sinusoidal"),
+    "rope": dict(scheme="rope"),
+    "alibi": dict(scheme="alibi"),
+    "t5": dict(scheme="t5"),
+    "alibi_8h": dict(scheme="alibi", n_heads=8),
+    "alibi_x8": dict(scheme="alibi", alibi_scale=8.0),
+}
+#: The ALiBi variants of the slope ablation.
+ABLATIONS = ("alibi_8h", "alibi_x8")
+METRICS = ("loss", "accuracy", "loss_beyond", "accuracy_beyond")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,8 +122,10 @@ class ExperimentConfig:
     """Everything that decides the numbers of one experiment (stored with the results)."""
 
     tasks: tuple = TASKS
-    schemes: tuple = SCHEMES
-    seeds: tuple = (0, 1, 2)
+    schemes: tuple = ("none", "none_bos", "learned", "sinusoidal", "rope", "alibi", "t5")
+    ablations: tuple = ABLATIONS
+    ablation_tasks: tuple = ("lag",)
+    seeds: tuple = (0, 1, 2, 3, 4)
     train_length: int = 32
     eval_multiples: tuple = (1, 2, 4, 8)
     vocab: int = 32
@@ -89,13 +137,36 @@ class ExperimentConfig:
     n_layers: int = 2
     d_ff: int = 128
     batch_size: int = 32
-    steps: int = 600
-    learning_rate: float = 3e-3
-    warmup_steps: int = 50
-    eval_batches: int = 2
+    learning_rate: float = 1e-2
+    warmup_steps: int = 100
+    min_steps: int = 800
+    max_steps: int = 3000
+    plateau_window: int = 200
+    plateau_tolerance: float = 0.02
+    plateau_floor: float = 0.005
+    cooldown_steps: int = 300
+    curve_every: int = 25
+    eval_batches: int = 4
     eval_batch_size: int = 64
     eval_seed: int = 1234
     rope_base: float = 10000.0
+
+    def __post_init__(self):
+        for name in ("tasks", "ablation_tasks"):
+            unknown = [t for t in getattr(self, name) if t not in TASKS]
+            if unknown:
+                raise ValueError(f"{name} must be drawn from {TASKS}, got {unknown}")
+        for name in ("schemes", "ablations"):
+            unknown = [v for v in getattr(self, name) if v not in VARIANTS]
+            if unknown:
+                raise ValueError(f"{name} must be drawn from {tuple(VARIANTS)}, got {unknown}")
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds must be distinct and at least one, got {self.seeds}")
+        for name in ("min_steps", "plateau_window", "cooldown_steps", "curve_every", "warmup_steps"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {getattr(self, name)!r}")
+        if not self.min_steps <= self.max_steps:
+            raise ValueError(f"min_steps must be <= max_steps ({self.max_steps}), got {self.min_steps}")
 
     @property
     def eval_lengths(self) -> tuple:
@@ -108,10 +179,9 @@ class ExperimentConfig:
 
     def to_dict(self) -> dict:
         out = dataclasses.asdict(self)
-        out["tasks"] = list(self.tasks)
-        out["schemes"] = list(self.schemes)
-        out["seeds"] = list(self.seeds)
-        out["eval_multiples"] = list(self.eval_multiples)
+        for key, value in out.items():
+            if isinstance(value, tuple):
+                out[key] = list(value)
         out["eval_lengths"] = list(self.eval_lengths)
         return out
 
@@ -122,12 +192,26 @@ class ExperimentConfig:
         return cls(**kept)
 
 
-#: The settings ``--quick`` uses (about a minute on two CPU cores).
-QUICK = dict(seeds=(0, 1), steps=200, eval_batches=1)
-#: A tiny setting for the tests (seconds per scheme).
+#: The settings ``--quick`` uses (about a minute on two CPU cores): two seeds, 150 steps, no plateau
+#: rule, no ablation. Its numbers are far from converged: it shows that the pipeline runs.
+QUICK = dict(
+    seeds=(0, 1),
+    min_steps=150,
+    max_steps=150,
+    cooldown_steps=30,
+    warmup_steps=20,
+    eval_batches=1,
+    eval_batch_size=32,
+    ablations=(),
+)
+#: A tiny setting for the tests (seconds per group).
 TINY = dict(
     seeds=(0,),
-    steps=40,
+    min_steps=40,
+    max_steps=40,
+    cooldown_steps=10,
+    plateau_window=10,
+    curve_every=5,
     train_length=16,
     eval_multiples=(1, 2),
     d_model=32,
@@ -138,7 +222,15 @@ TINY = dict(
     eval_batch_size=16,
     warmup_steps=5,
     max_period=6,
+    ablations=(),
 )
+
+
+def task_vocab(task: str, config: "ExperimentConfig") -> int:
+    """Vocabulary size of ``task``: ``config.vocab`` for the synthetic tasks, ``TEXT_VOCAB`` (97) for "text"."""
+    if task not in TASKS:
+        raise ValueError(f"task must be one of {TASKS}, got {task!r}")
+    return TEXT_VOCAB if task == "text" else config.vocab
 
 
 def task_batch(
@@ -149,8 +241,15 @@ def task_batch(
     *,
     generator: torch.Generator | None = None,
     device=None,
+    split: str = "train",
+    corpus=None,
 ):
-    """``(inputs, targets, mask)`` of ``task`` (one of ``TASKS``) with the sizes of ``config``, each ``(B, T)``."""
+    """``(inputs, targets, mask)`` of ``task`` (one of ``TASKS``) with the sizes of ``config``, each ``(B, T)``.
+
+    ``split`` and ``corpus`` matter for "text" only: ``"train"`` or ``"held_out"`` text, and the
+    ``text_corpus()`` pair to draw from (read when None). The synthetic tasks draw fresh random
+    sequences either way.
+    """
     if task == "lag":
         return lag_batch(batch_size, length, vocab=config.vocab, lag=config.lag, generator=generator, device=device)
     if task == "pattern":
@@ -163,13 +262,17 @@ def task_batch(
             generator=generator,
             device=device,
         )
+    if task == "text":
+        return text_batch(batch_size, length, corpus=corpus, split=split, generator=generator, device=device)
     raise ValueError(f"task must be one of {TASKS}, got {task!r}")
 
 
-def _build(scheme: str, config: ExperimentConfig) -> TinyTransformer:
-    return TinyTransformer(
-        scheme,
-        vocab=config.vocab,
+def build_model(variant: str, config: ExperimentConfig, task: str) -> TinyTransformer:
+    """The untrained model of ``variant`` (a key of ``VARIANTS``) for ``task``, sized by ``config``."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {tuple(VARIANTS)}, got {variant!r}")
+    sizes = dict(
+        vocab=task_vocab(task, config),
         d_model=config.d_model,
         n_heads=config.n_heads,
         n_layers=config.n_layers,
@@ -177,102 +280,188 @@ def _build(scheme: str, config: ExperimentConfig) -> TinyTransformer:
         max_len=config.max_len,
         rope_base=config.rope_base,
     )
+    arguments = dict(VARIANTS[variant])
+    scheme = arguments.pop("scheme")
+    return TinyTransformer(scheme, **{**sizes, **arguments})
 
 
 # ----------------------------------------------------------------------------------------------
 # Training and evaluation
 
 
-def _masked_loss(model, inputs, targets, mask):
-    """Mean cross-entropy and accuracy over the scored positions; inputs, targets, mask ``(B, T)``."""
-    logits = model(inputs)  # (B, T, V)
-    losses = F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")  # (B, T)
-    correct = (logits.argmax(dim=-1) == targets) & mask  # (B, T)
-    count = mask.sum()
-    return (losses * mask).sum() / count, correct.sum() / count, count
+def train_seeds(task: str, variant: str, config: ExperimentConfig, seeds=None, *, device=None, corpus=None):
+    """Train ``variant`` on ``task`` at ``config.train_length`` with every seed, side by side.
 
-
-def train_model(task: str, scheme: str, config: ExperimentConfig, seed: int, *, device=None):
-    """Train one model on ``task`` at ``config.train_length``.
+    Seed ``s`` initialises its model after ``torch.manual_seed(s)`` and draws its training
+    batches from ``torch.Generator().manual_seed(10_000 + s)``, whether it trains alone or with
+    other seeds. ``corpus``: ``text_corpus()`` for "text" (read when None).
 
     Returns:
-        ``(model, losses)``: the trained model (in eval mode) and the training loss at every step.
+        ``(ensemble, losses, stop)`` of ``_experiment_train.train_ensemble``: a ``TinyEnsemble``
+        (``ensemble.member(e)`` is seed ``seeds[e]``'s model), the training losses ``(E, steps)``
+        and the stopping record.
     """
-    device = torch.device(device) if device is not None else default_device()
-    torch.manual_seed(seed)
-    model = _build(scheme, config).to(device)
-    data = torch.Generator().manual_seed(10_000 + seed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
+    seeds = tuple(config.seeds if seeds is None else seeds)
+    if task == "text" and corpus is None:
+        corpus = text_corpus()
+    models = []
+    for seed in seeds:
+        torch.manual_seed(seed)
+        models.append(build_model(variant, config, task))
+    streams = [torch.Generator().manual_seed(10_000 + seed) for seed in seeds]
 
-    def rate(step):  # linear warm-up, then cosine decay to 10 %
-        if step < config.warmup_steps:
-            return (step + 1) / config.warmup_steps
-        progress = (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps)
-        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
+    def batches(step):
+        drawn = [
+            task_batch(task, config, config.batch_size, config.train_length, generator=g, corpus=corpus)
+            for g in streams
+        ]  # E triples of (B, L)
+        return [torch.stack(parts) for parts in zip(*drawn, strict=True)]  # (E, B, L) each
 
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
-    losses = []
-    model.train()
-    for _ in range(config.steps):
-        batch = task_batch(
-            task, config, config.batch_size, config.train_length, generator=data, device=device
-        )  # (B, L) each
-        loss, _, _ = _masked_loss(model, *batch)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        losses.append(loss.item())
-    model.eval()
-    return model, losses
+    return train_ensemble(models, batches, config, device=device)
 
 
-@torch.no_grad()
-def evaluate_model(model: TinyTransformer, task: str, config: ExperimentConfig, *, lengths=None) -> dict:
-    """Loss and accuracy on the determined positions at each evaluation length.
+def train_model(task: str, variant: str, config: ExperimentConfig, seed: int, *, device=None, corpus=None):
+    """One seed's model, trained as ``train_seeds`` trains it: ``(model, losses (steps,), stop)``."""
+    ensemble, losses, stop = train_seeds(task, variant, config, (seed,), device=device, corpus=corpus)
+    return ensemble.member(0), losses[0], stop
 
-    The evaluation sequences depend only on ``config.eval_seed`` and the length, so every model
-    sees the same ones. Returns ``{length: {"loss": float, "accuracy": float}}``.
+
+def evaluation_batches(task: str, config: ExperimentConfig, *, corpus=None):
+    """The evaluation sequences: a function ``length -> [(inputs, targets, mask), ...]``, each ``(B, T)``.
+
+    They depend only on ``config.eval_seed`` and the length (for "text": windows of the held-out
+    topics), so every model is scored on the same sequences.
     """
-    device = next(model.parameters()).device
-    out = {}
-    for length in lengths or config.eval_lengths:
-        data = torch.Generator().manual_seed(config.eval_seed + length)
-        total_loss, total_correct, total_count = 0.0, 0.0, 0
-        for _ in range(config.eval_batches):
-            batch = task_batch(
-                task, config, config.eval_batch_size, length, generator=data, device=device
-            )  # (B, T) each
-            loss, accuracy, count = _masked_loss(model, *batch)
-            total_loss += float(loss) * int(count)
-            total_correct += float(accuracy) * int(count)
-            total_count += int(count)
-        out[int(length)] = {"loss": total_loss / total_count, "accuracy": total_correct / total_count}
-    return out
+    if task == "text" and corpus is None:
+        corpus = text_corpus()
+
+    def batches(length):
+        generator = torch.Generator().manual_seed(config.eval_seed + length)
+        return [
+            task_batch(
+                task, config, config.eval_batch_size, length, generator=generator, split="held_out", corpus=corpus
+            )
+            for _ in range(config.eval_batches)
+        ]
+
+    return batches
+
+
+def _round(value, digits=5):
+    return None if value is None else round(float(value), digits)
+
+
+def _run_group(job: tuple) -> tuple[list, dict, dict]:
+    """Train and evaluate every seed of one (task, variant); runs in a worker process or in this one."""
+    task, variant, config_values, device, keep, threads = job
+    if threads:
+        torch.set_num_threads(threads)
+    config = ExperimentConfig.from_dict(config_values)
+    corpus = text_corpus() if task == "text" else None
+    began, began_cpu = time.perf_counter(), time.process_time()
+    ensemble, losses, stop = train_seeds(task, variant, config, device=device, corpus=corpus)
+    trained = time.perf_counter() - began
+    batches = evaluation_batches(task, config, corpus=corpus)
+    every = config.curve_every
+    runs, states = [], {}
+    for e, seed in enumerate(config.seeds):
+        model = ensemble.member(e)
+        scores, per_position = evaluate_model(model, batches, config.eval_lengths, config.train_length)
+        curve = losses[e]
+        runs.append(
+            {
+                "task": task,
+                "scheme": variant,
+                "seed": seed,
+                "steps": stop["steps"],
+                "stop_step": stop["stop_step"],
+                "plateaued": stop["plateaued"][e],
+                "initial_loss": _round(np.mean(curve[:10])),
+                "final_loss": _round(np.mean(curve[-10:])),
+                "loss_curve": [_round(np.mean(curve[i : i + every]), 4) for i in range(0, len(curve), every)],
+                "loss_curve_every": every,
+                "eval": {str(length): {k: _round(v) for k, v in value.items()} for length, value in scores.items()},
+                "per_position": {k: [_round(v, 4) for v in values] for k, values in per_position.items()},
+            }
+        )
+        if keep and seed == config.seeds[0]:
+            states[(task, variant)] = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    group = {
+        "task": task,
+        "scheme": variant,
+        "train_seconds": trained,
+        "seconds": time.perf_counter() - began,
+        "cpu_seconds": time.process_time() - began_cpu,
+        "steps": stop["steps"],
+    }
+    return runs, group, states
 
 
 def summarize_runs(runs: list[dict], tasks, schemes, lengths) -> dict:
-    """Mean, standard deviation, min and max over seeds: ``{task: {scheme: {length: {...}}}}`` (lengths as str)."""
+    """Spread over seeds: ``{task: {scheme: {length: {metric_mean, _std, _min, _max}}}}`` (lengths as str).
+
+    Only the (task, scheme) pairs present in ``runs`` appear; ``*_beyond`` metrics are None at ``T = L``.
+    Beside the lengths, ``"per_position"`` holds the mean over seeds at each position of the
+    longest length, ``"steps"`` the steps the seeds took and ``"plateaued"`` whether every seed's
+    plateau rule held.
+    """
     summary = {}
     for task in tasks:
-        summary[task] = {}
         for scheme in schemes:
-            summary[task][scheme] = {}
             chosen = [r for r in runs if r["task"] == task and r["scheme"] == scheme]
+            if not chosen:
+                continue
+            entry = summary.setdefault(task, {}).setdefault(scheme, {})
             for length in lengths:
                 row = {}
-                for metric in ("loss", "accuracy"):
-                    values = np.array([r["eval"][str(length)][metric] for r in chosen])
-                    row[f"{metric}_mean"] = float(values.mean())
-                    row[f"{metric}_std"] = float(values.std(ddof=1)) if len(values) > 1 else 0.0
-                    row[f"{metric}_min"] = float(values.min())
-                    row[f"{metric}_max"] = float(values.max())
-                summary[task][scheme][str(length)] = row
+                for metric in METRICS:
+                    values = [r["eval"][str(length)][metric] for r in chosen]
+                    if any(v is None for v in values):
+                        row.update({f"{metric}_{k}": None for k in ("mean", "std", "min", "max")})
+                        continue
+                    values = np.array(values)
+                    row[f"{metric}_mean"] = _round(values.mean())
+                    row[f"{metric}_std"] = _round(values.std(ddof=1)) if len(values) > 1 else 0.0
+                    row[f"{metric}_min"] = _round(values.min())
+                    row[f"{metric}_max"] = _round(values.max())
+                entry[str(length)] = row
+            entry["per_position"] = {
+                name: [
+                    None
+                    if any(r["per_position"][name][t] is None for r in chosen)
+                    else _round(np.mean([r["per_position"][name][t] for r in chosen]), 4)
+                    for t in range(len(chosen[0]["per_position"][name]))
+                ]
+                for name in ("loss", "accuracy")
+            }
+            entry["steps"] = chosen[0]["steps"]
+            entry["plateaued"] = all(r["plateaued"] for r in chosen)
     return summary
 
 
-def _environment(device) -> dict:
+def compare(results: dict, task: str, a: str, b: str, length: int, metric: str = "accuracy_beyond") -> str:
+    """How the seeds of scheme ``a`` and scheme ``b`` compare on ``metric`` at ``length``.
+
+    Returns ``"higher"`` when every seed of ``a`` is above every seed of ``b`` (the worst of ``a``
+    beats the best of ``b``), ``"lower"`` when every seed is below, and ``"not separable"`` when
+    the ranges overlap. "Higher" is better for accuracy and worse for loss.
+    """
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+    try:
+        rows = [results["summary"][task][s][str(length)] for s in (a, b)]
+    except KeyError as missing:
+        raise ValueError(f"no results for task {task!r}, schemes {a!r} and {b!r}, length {length}") from missing
+    if rows[0][f"{metric}_min"] is None or rows[1][f"{metric}_min"] is None:
+        raise ValueError(f"{metric} is not defined at length {length} (no position past the training length)")
+    if rows[0][f"{metric}_min"] > rows[1][f"{metric}_max"]:
+        return "higher"
+    if rows[0][f"{metric}_max"] < rows[1][f"{metric}_min"]:
+        return "lower"
+    return "not separable"
+
+
+def _environment(device, workers) -> dict:
     import matplotlib
 
     return {
@@ -281,23 +470,51 @@ def _environment(device) -> dict:
         "numpy": np.__version__,
         "matplotlib": matplotlib.__version__,
         "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
         "device": str(device),
-        "torch_threads": torch.get_num_threads(),
+        "workers": workers,
+        "torch_threads_per_worker": 1 if workers > 1 else torch.get_num_threads(),
         "cpu_count": os.cpu_count(),
     }
 
 
+def _corpus_record(corpus) -> dict:
+    """What the text task read: sizes, a fingerprint and the start of the held-out text."""
+    train, held_out = corpus
+    digest = hashlib.sha256(torch.cat([train, held_out]).numpy().tobytes()).hexdigest()
+    return {
+        "source": "pydoc_data.topics of Python " + platform.python_version(),
+        "train_characters": len(train),
+        "held_out_characters": len(held_out),
+        "sha256": digest,
+        "held_out_sample": decode(held_out[:400]),
+    }
+
+
+#: The models saved beside the results (the first seed's): attention maps of "pattern" and the
+#: attention by offset of the "lag" models in notebook 08.
+SAVED_MODELS = (("pattern", "alibi"), ("pattern", "rope"), ("lag", "alibi"), ("lag", "alibi_x8"), ("lag", "rope"))
+
+
 def run_experiment(
-    config: ExperimentConfig | None = None, *, device=None, progress: bool = True, keep_models: dict | None = None
+    config: ExperimentConfig | None = None,
+    *,
+    device=None,
+    progress: bool = True,
+    keep_models: dict | None = None,
+    workers: int | None = None,
 ) -> dict:
-    """Train every scheme on every task with every seed, and evaluate at every length.
+    """Train every scheme on every task with every seed (and the ablations), and evaluate them.
 
     Args:
         config: the settings (default ``ExperimentConfig()``).
         device: where to train (default ``helpers.default_device()``).
         progress: show a tqdm progress bar on stderr.
-        keep_models: if a dict is given, the trained models of the first seed are put in it,
-            keyed by ``(task, scheme)``.
+        keep_models: if a dict is given, the first seed's trained models of ``SAVED_MODELS`` are
+            put in it, keyed by ``(task, scheme)``.
+        workers: processes that train side by side on a CPU, one torch thread each (default: one
+            per core; 1 on a GPU, where the seeds of a group already fill the device together).
+            The groups are independent, so the numbers do not depend on it.
 
     Returns:
         The results dictionary that ``--out`` writes as JSON (see ``load_results``).
@@ -306,51 +523,73 @@ def run_experiment(
 
     config = config or ExperimentConfig()
     device = torch.device(device) if device is not None else default_device()
-    start, start_cpu = time.perf_counter(), time.process_time()
+    if workers is None:
+        workers = 1 if device.type != "cpu" else max(1, os.cpu_count() or 1)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be an int >= 1, got {workers!r}")
+    start = time.perf_counter()
     load_before = os.getloadavg() if hasattr(os, "getloadavg") else None
-    runs = []
-    jobs = [(task, scheme, seed) for seed in config.seeds for task in config.tasks for scheme in config.schemes]
-    bar = tqdm(jobs, desc="train short, test long", unit="model", disable=not progress)
-    for task, scheme, seed in bar:
-        bar.set_postfix_str(f"{task}, {scheme}, seed {seed}")
-        began = time.perf_counter()
-        model, losses = train_model(task, scheme, config, seed, device=device)
-        scores = evaluate_model(model, task, config)
-        if keep_models is not None and seed == config.seeds[0]:
-            keep_models[(task, scheme)] = model
-        every = max(1, len(losses) // 50)
-        runs.append(
-            {
-                "task": task,
-                "scheme": scheme,
-                "seed": seed,
-                "initial_loss": float(np.mean(losses[:10])),
-                "final_loss": float(np.mean(losses[-10:])),
-                "loss_curve": [float(np.mean(losses[i : i + every])) for i in range(0, len(losses), every)],
-                "loss_curve_every": every,
-                "eval": {str(length): value for length, value in scores.items()},
-                "seconds": time.perf_counter() - began,
-            }
-        )
+    pairs = [(t, s) for t in config.tasks for s in config.schemes]
+    pairs += [(t, s) for t in config.ablation_tasks if t in config.tasks for s in config.ablations]
+    keep = set(SAVED_MODELS) if keep_models is not None else set()
+    threads = 1 if workers > 1 else 0
+    jobs = [(task, scheme, config.to_dict(), str(device), (task, scheme) in keep, threads) for task, scheme in pairs]
+    # The slowest groups first, so that two workers finish together: text, then lag, then pattern.
+    slow_first = {"text": 0, "lag": 1, "pattern": 2}
+    order = sorted(range(len(jobs)), key=lambda i: slow_first.get(jobs[i][0], 3))
+    corpus = text_corpus() if "text" in config.tasks else None  # read here too: a missing pydoc_data fails now
+    runs, groups, states = [], [], {}
+    bar = tqdm(total=len(jobs), desc="train short, test long", unit="group", disable=not progress)
+
+    def collect(result):
+        group_runs, group, group_states = result
+        runs.extend(group_runs)
+        groups.append(group)
+        states.update(group_states)
+        bar.set_postfix_str(f"{group['task']}, {group['scheme']}: {group['steps']} steps")
+        bar.update()
+
+    if workers == 1:
+        for i in order:
+            collect(_run_group(jobs[i]))
+    else:
+        context = multiprocessing.get_context("spawn")  # a fork would inherit torch's thread pools
+        with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            for future in concurrent.futures.as_completed([pool.submit(_run_group, jobs[i]) for i in order]):
+                collect(future.result())
     bar.close()
+    position = {pair: i for i, pair in enumerate(pairs)}
+    runs.sort(key=lambda r: (position[(r["task"], r["scheme"])], config.seeds.index(r["seed"])))
+    groups.sort(key=lambda g: position[(g["task"], g["scheme"])])
+    if keep_models is not None:
+        for (task, scheme), state in states.items():
+            model = build_model(scheme, config, task)
+            model.load_state_dict(state)
+            keep_models[(task, scheme)] = model.to(device).eval()
+    schemes = list(config.schemes) + [s for s in config.ablations if s not in config.schemes]
     return {
         "schema_version": SCHEMA_VERSION,
         "task_descriptions": {
             "lag": f"copy the token {config.lag} places back; scored at positions t >= {config.lag}",
             "pattern": "continue a repeated block of distinct random tokens; scored where the next token is determined",
+            "text": "next character of Python's reference documentation (pydoc_data), held-out topics; every position",
         },
         "config": config.to_dict(),
         "tasks": list(config.tasks),
         "schemes": list(config.schemes),
+        "ablations": list(config.ablations),
+        "ablation_tasks": [t for t in config.ablation_tasks if t in config.tasks],
         "seeds": list(config.seeds),
         "eval_lengths": list(config.eval_lengths),
         "runs": runs,
-        "summary": summarize_runs(runs, config.tasks, config.schemes, config.eval_lengths),
-        "environment": _environment(device),
+        "groups": groups,
+        "summary": summarize_runs(runs, config.tasks, schemes, config.eval_lengths),
+        "text_corpus": _corpus_record(corpus) if corpus is not None else None,
+        "environment": _environment(device, workers),
         "wall_seconds": time.perf_counter() - start,
-        # CPU time of this process: close to the wall time on an idle machine, much smaller when
-        # other programs share the cores (the load averages say how busy the machine was).
-        "cpu_seconds": time.process_time() - start_cpu,
+        # CPU time summed over the groups (in whichever process they ran): on an idle machine with
+        # one thread per worker, about the wall time times the number of workers.
+        "cpu_seconds": sum(g["cpu_seconds"] for g in groups),
         "load_average_before": list(load_before) if load_before else None,
         "load_average_after": list(os.getloadavg()) if load_before else None,
         "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -376,10 +615,6 @@ def load_results(path=CACHED_RESULTS) -> dict:
     return results
 
 
-#: The models ``--out`` saves beside the results for the attention maps of notebook 08.
-SAVED_MODELS = (("pattern", "alibi"), ("pattern", "rope"))
-
-
 def save_models(models: dict, config: ExperimentConfig, path) -> None:
     """Save trained models ``{(task, scheme): model}`` in float16, with the config to rebuild them."""
     states = {
@@ -399,46 +634,32 @@ def load_models(path=CACHED_MODELS, *, device=None) -> tuple[dict, ExperimentCon
     models = {}
     for key, state in saved["states"].items():
         task, scheme = key.split("/")
-        model = _build(scheme, config)
+        model = build_model(scheme, config, task)
         model.load_state_dict({k: v.float() for k, v in state.items()})
         models[(task, scheme)] = model.to(device or "cpu").eval()
     return models, config
 
 
-def pattern_probe(config: ExperimentConfig, *, period: int = 7, seed: int = 3) -> torch.Tensor:
-    """One "pattern" sequence of ``4 L + 1`` tokens, a block of ``period`` distinct tokens repeated,
-    int64 ``(4 L + 1,)``: what notebook 08 reads the trained models' attention on."""
-    generator = torch.Generator().manual_seed(seed)
-    tokens, _, _ = pattern_batch(
-        1, 4 * config.train_length + 1, vocab=config.vocab, min_period=period, max_period=period, generator=generator
-    )
-    return tokens[0]
+def regenerate(
+    out=CACHED_RESULTS, *, models=None, quick: bool = False, device=None, workers=None, progress: bool = True
+) -> tuple[Path, Path]:
+    """Run the experiment and write its results (JSON) to ``out`` and its saved models beside them.
 
-
-def answer_weights(model: TinyTransformer, tokens: torch.Tensor, length: int, period: int) -> torch.Tensor:
-    """How much each head looks at the keys that hold the answer, ``(layers, H)``.
-
-    For the first ``length`` tokens of a periodic sequence, the mean over queries ``t >= period``
-    (those with an earlier copy of the next token in view) of the attention weight on the visible
-    keys holding the token that comes next: near 1 for an induction head.
+    ``models`` defaults to ``extrapolation_models.pt`` in the folder of ``out``; ``quick`` uses
+    ``QUICK``. Returns the two paths. ``make experiment`` calls this.
     """
-    x = tokens[:length]
-    answer = tokens[1 : length + 1]  # (T,) the next token of each query
-    hit = (x[None, :] == answer[:, None]) & torch.ones(length, length, dtype=torch.bool).tril()  # (T, T)
-    with torch.no_grad():
-        _, weights = model(x[None, :], need_weights=True)  # list of (1, H, T, T)
-    rows = torch.arange(period, length)
-    return torch.stack([(w[0][:, rows] * hit[rows]).sum(dim=-1).mean(dim=-1) for w in weights])
-
-
-def induction_heads(models: dict, tokens: torch.Tensor, length: int, period: int) -> dict:
-    """``{scheme: (layer, head)}``: each model's head with the largest ``answer_weights`` at ``length``."""
-    heads = {}
-    for scheme, model in models.items():
-        weights = answer_weights(model, tokens, length, period)
-        layer, head = divmod(int(weights.argmax()), weights.shape[1])
-        heads[scheme] = (layer, head)
-    return heads
+    out = Path(out)
+    models = Path(models) if models is not None else out.with_name("extrapolation_models.pt")
+    config = ExperimentConfig(**QUICK) if quick else ExperimentConfig()
+    kept: dict = {}
+    results = run_experiment(config, device=device, keep_models=kept, workers=workers, progress=progress)
+    results["quick"] = bool(quick)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", encoding="utf-8") as handle:
+        json.dump(results, handle, indent=None, separators=(",", ":"))
+        handle.write("\n")
+    save_models(kept, config, models)
+    return out, models
 
 
 def main(argv=None) -> int:
@@ -447,35 +668,26 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--models",
         default=None,
-        help="where to save the first seed's ALiBi and RoPE models of the pattern task "
+        help="where to save the first seed's models named in SAVED_MODELS "
         "(default: extrapolation_models.pt beside --out)",
     )
-    parser.add_argument("--quick", action="store_true", help="fewer steps and seeds (about a minute on a CPU)")
+    parser.add_argument("--quick", action="store_true", help="two seeds, 150 steps (about a minute on two cores)")
     parser.add_argument("--device", default=None, help="torch device (default: helpers.default_device())")
     parser.add_argument(
-        "--threads",
+        "--workers",
         type=int,
-        default=1,
-        help="torch CPU threads (default 1: the matrices are tiny, more threads mostly wait)",
+        default=None,
+        help="processes training side by side on a CPU, one torch thread each (default: one per core)",
     )
     args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    config = ExperimentConfig(**QUICK) if args.quick else ExperimentConfig()
-    kept: dict = {}
-    results = run_experiment(config, device=args.device, keep_models=kept)
-    results["quick"] = bool(args.quick)
-    out_dir = os.path.dirname(os.path.abspath(args.out))
-    os.makedirs(out_dir, exist_ok=True)
-    with open(args.out, "w", encoding="utf-8") as handle:
-        json.dump(results, handle, indent=1)
-        handle.write("\n")
-    models_path = args.models or os.path.join(out_dir, "extrapolation_models.pt")
-    save_models({key: kept[key] for key in SAVED_MODELS if key in kept}, config, models_path)
+    out, models = regenerate(args.out, models=args.models, quick=args.quick, device=args.device, workers=args.workers)
+    results = load_results(out)
     print(
-        f"wrote {args.out} and {models_path} in {results['wall_seconds']:.0f} s on {results['environment']['device']}"
+        f"wrote {out} and {models}: {len(results['runs'])} models in {results['wall_seconds'] / 60:.1f} min on "
+        f"{results['environment']['device']} with {results['environment']['workers']} worker(s)"
     )
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

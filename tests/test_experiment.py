@@ -72,7 +72,23 @@ def test_bad_task_arguments_name_the_argument():
     with pytest.raises(ValueError, match="task"):
         ex.task_batch("sort", tiny_config(), 2, 8)
     with pytest.raises(ValueError, match="scheme"):
-        ex.TinyTransformer("t5", vocab=8)
+        ex.TinyTransformer("t6", vocab=8)
+    with pytest.raises(ValueError, match="variant"):
+        ex.build_model("alibi_x9", tiny_config(), "lag")
+    with pytest.raises(ValueError, match="alibi_scale"):
+        ex.TinyTransformer("alibi", vocab=8, alibi_scale=0.0)
+    with pytest.raises(TypeError, match="bos"):
+        ex.TinyTransformer("none", vocab=8, bos=1)
+    with pytest.raises(ValueError, match="split"):
+        ex.text_batch(2, 8, split="test", corpus=(torch.arange(50), torch.arange(50)))
+    with pytest.raises(ValueError, match="length"):
+        ex.text_batch(2, 60, split="held_out", corpus=(torch.arange(500), torch.arange(50)))
+    with pytest.raises(ValueError, match="schemes"):
+        tiny_config(schemes=("rope", "xpos"))
+    with pytest.raises(ValueError, match="min_steps"):
+        tiny_config(min_steps=50, max_steps=40)
+    with pytest.raises(ValueError, match="seeds"):
+        tiny_config(seeds=(1, 1))
     with pytest.raises(ValueError, match="n_heads"):
         ex.TinyTransformer("rope", vocab=8, d_model=12, n_heads=4)
 
@@ -137,6 +153,285 @@ def test_learned_table_refuses_longer_sequences():
         small_model("rope")(torch.zeros((1, 5)))
 
 
+def test_text_corpus_holds_out_whole_topics_and_windows_are_consecutive_characters():
+    train, held_out = ex.text_corpus()
+    assert train.dtype == held_out.dtype == torch.int64
+    total = len(train) + len(held_out)
+    assert 0.1 <= len(held_out) / total < 0.2 and total > 100_000
+    assert int(train.min()) >= 0 and int(max(train.max(), held_out.max())) < ex.TEXT_VOCAB
+    from pydoc_data.topics import topics
+
+    last = max(topics)  # the last topic in sorted order is held out, the first is trained on
+    assert topics[last][:200] in ex.decode(held_out) and topics[last][:200] not in ex.decode(train)
+    assert topics[min(topics)][:200] in ex.decode(train)
+    corpus = (train, held_out)
+    for split, ids in (("train", train), ("held_out", held_out)):
+        inputs, targets, mask = ex.text_batch(
+            4, 40, corpus=corpus, split=split, generator=torch.Generator().manual_seed(0)
+        )
+        assert inputs.shape == targets.shape == mask.shape == (4, 40) and bool(mask.all())
+        assert torch.equal(targets[:, :-1], inputs[:, 1:])  # the target is the next character
+        text = ex.decode(ids)
+        for row in range(4):
+            window = ex.decode(torch.cat([inputs[row], targets[row, -1:]]))
+            assert window in text  # a stretch of this split
+    assert ex.decode(torch.tensor([ex.TEXT_VOCAB - 1])) == "?"
+
+
+def test_bos_gives_nope_a_position_signal_and_keeps_t_rows():
+    tokens = torch.full((1, 10), 3)
+    with torch.no_grad():
+        plain = small_model("none")(tokens)
+        with_bos, weights = small_model("none", bos=True)(tokens, need_weights=True)
+    assert with_bos.shape == plain.shape == (1, 10, 11)
+    torch.testing.assert_close(plain[0, 0].expand(10, -1), plain[0])  # no position signal at all
+    assert float((with_bos[0, 1:] - with_bos[0, :-1]).abs().amax()) > 1e-3  # the BOS key tells positions apart
+    # First layer, equal content everywhere but at the BOS key: query t sees the BOS and t + 1 tokens.
+    assert weights[0].shape == (1, 2, 10, 11) and float(weights[0][0, :, :, 0].min()) > 0.0
+    shares = weights[0][0, :, :, 1:]  # (H, T, T) the weight on the real tokens, all alike
+    for t in range(10):
+        torch.testing.assert_close(shares[:, t, : t + 1], shares[:, t, :1].expand(-1, t + 1))
+        if t < 9:
+            assert float(shares[:, t, t + 1 :].abs().max()) == 0.0  # later keys are masked
+
+
+@pytest.mark.parametrize("scale", [1.0, 8.0])
+def test_alibi_scale_multiplies_every_slope_and_t5_adds_its_buckets(scale):
+    tokens = torch.full((1, 12), 3)  # equal content: first-layer weights are the softmax of the bias alone
+    with torch.no_grad():
+        _, weights = small_model("alibi", alibi_scale=scale)(tokens, need_weights=True)
+    expected = torch.softmax(helpers.alibi_bias(2, 12) * scale, dim=-1)
+    torch.testing.assert_close(weights[0][0], expected, rtol=1e-5, atol=1e-6)
+    model = small_model("t5")
+    with torch.no_grad():
+        _, weights = model(tokens, need_weights=True)
+    buckets = helpers.relative_position_bucket(helpers.relative_positions(12), bidirectional=False)  # (T, T)
+    bias = model.t5_bias.embedding.weight[buckets].permute(2, 0, 1)  # (H, T, T)
+    bias = bias.masked_fill(~torch.ones(12, 12, dtype=torch.bool).tril(), float("-inf"))
+    torch.testing.assert_close(weights[0][0], torch.softmax(bias, dim=-1), rtol=1e-5, atol=1e-6)
+
+
+def test_initial_spreads_are_gpt2_for_the_table_and_t5_for_the_bias():
+    torch.manual_seed(0)
+    learned = ex.TinyTransformer("learned", vocab=32, max_len=256)
+    assert 0.019 < float(learned.pos_table.detach().std()) < 0.021  # N(0, 0.02^2), not N(0, 1)
+    assert 0.9 < float((learned.embed.weight.detach() * 8).std()) < 1.1  # token entries of size 1 (sqrt(64) N(0, 1/64))
+    t5 = ex.TinyTransformer("t5", vocab=32)
+    assert 0.1 < float(t5.t5_bias.embedding.weight.detach().std()) < 0.15  # d_model^-0.5 = 0.125
+
+
+# ----------------------------------------------------------------------------------------------
+# Seeds side by side: the ensemble
+
+
+@pytest.mark.parametrize("variant", list(ex.VARIANTS))
+def test_ensemble_members_compute_what_their_models_compute(variant):
+    config = tiny_config(d_model=16, n_heads=2, d_ff=24)  # max_len 32
+    models = []
+    for seed in range(3):
+        torch.manual_seed(seed)
+        model = ex.build_model(variant, config, "lag").eval()
+        with torch.no_grad():  # as after training: no two members share a value (norm scales start at 1)
+            for p in model.parameters():
+                p.add_(0.3 * torch.randn_like(p))
+        models.append(model)
+    ensemble = ex.TinyEnsemble(models)
+    tokens = torch.randint(0, config.vocab, (3, 2, 29), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        together = ensemble(tokens)  # (E, B, T, V)
+        alone = torch.stack([models[e](tokens[e]) for e in range(3)])
+        copy = ensemble.member(1)(tokens[1])
+    torch.testing.assert_close(together, alone, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(copy, alone[1], rtol=0, atol=0)
+    assert together.shape == (3, 2, 29, config.vocab)
+
+
+def test_ensemble_members_do_not_mix():
+    config = tiny_config()
+    models = []
+    for seed in range(2):
+        torch.manual_seed(seed)
+        models.append(ex.build_model("t5", config, "lag"))
+    ensemble = ex.TinyEnsemble(models)
+    tokens = torch.randint(0, config.vocab, (2, 3, 20), generator=torch.Generator().manual_seed(0))
+    ensemble(tokens)[0].sum().backward()  # member 0's output only
+    for name, p in ensemble.stacked.items():
+        assert float(p.grad[1].abs().max()) == 0.0, name  # member 1 receives nothing
+    assert all(float(p.grad[0].abs().max()) > 0.0 for p in ensemble.stacked.values())
+    with pytest.raises(ValueError, match="one per member"):
+        ensemble(tokens[:1])
+    with pytest.raises(ValueError, match="same arguments"):
+        ex.TinyEnsemble([models[0], ex.build_model("rope", config, "lag")])
+    with pytest.raises(ValueError, match="e must be"):
+        ensemble.member(2)
+
+
+def test_clipping_per_member_is_clip_grad_norm_of_each_member():
+    config = tiny_config()
+    models = []
+    for seed in range(3):
+        torch.manual_seed(seed)
+        models.append(ex.build_model("rope", config, "lag"))
+    ensemble = ex.TinyEnsemble(models)
+    tokens = torch.randint(0, config.vocab, (3, 4, 16), generator=torch.Generator().manual_seed(0))
+    scale = torch.tensor([1.0, 1e-4, 30.0])  # one member's gradient is below the limit, two above
+    (ensemble(tokens).pow(2).mean(dim=(1, 2, 3)) * scale).sum().backward()
+    for e, model in enumerate(models):
+        model(tokens[e]).pow(2).mean().mul(scale[e]).backward()
+    from helpers._experiment_train import clip_per_member
+
+    norms = clip_per_member(ensemble, 1.0)
+    for e, model in enumerate(models):
+        expected = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.testing.assert_close(norms[e], expected, rtol=1e-4, atol=0)
+        for name, p in model.named_parameters():
+            torch.testing.assert_close(ensemble.stacked[name.replace(".", "__")].grad[e], p.grad, rtol=1e-4, atol=1e-7)
+    assert float(norms[1]) < 1.0 < float(norms[2])
+
+
+def _reference_training(task, variant, config, seed, steps):
+    """The plainest loop: one TinyTransformer, torch's Adam and clip_grad_norm_, the same schedule."""
+    torch.manual_seed(seed)
+    model = ex.build_model(variant, config, task)
+    data = torch.Generator().manual_seed(10_000 + seed)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
+    for step in range(steps + config.cooldown_steps):
+        if step < config.warmup_steps:
+            rate = (step + 1) / config.warmup_steps
+        elif step < steps:
+            rate = 1.0
+        else:
+            rate = 1.0 - (step - steps) / config.cooldown_steps
+        for group in optimizer.param_groups:
+            group["lr"] = config.learning_rate * rate
+        inputs, targets, mask = ex.task_batch(task, config, config.batch_size, config.train_length, generator=data)
+        losses = torch.nn.functional.cross_entropy(model(inputs).transpose(1, 2), targets, reduction="none")
+        loss = (losses * mask).sum() / mask.sum()
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+    return model
+
+
+@pytest.mark.parametrize("variant", ["alibi", "learned"])
+def test_seeds_trained_together_follow_the_path_each_follows_alone(variant):
+    config = tiny_config(min_steps=12, max_steps=12, plateau_window=6, cooldown_steps=4, warmup_steps=3)
+    ensemble, losses, stop = ex.train_seeds("lag", variant, config, seeds=(0, 1), device="cpu")
+    assert stop["steps"] == 16 and stop["stop_step"] == 12 and losses.shape == (2, 16)
+    reference = _reference_training("lag", variant, config, 1, 12)
+    alone, _, _ = ex.train_model("lag", variant, config, 1, device="cpu")
+    tokens = torch.randint(0, config.vocab, (2, 24), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        expected = reference(tokens)
+        torch.testing.assert_close(ensemble.member(1)(tokens), expected, rtol=2e-3, atol=2e-3)
+        torch.testing.assert_close(alone(tokens), expected, rtol=2e-3, atol=2e-3)
+        assert float((ensemble.member(0)(tokens) - expected).abs().max()) > 0.05  # another seed is another model
+
+
+def test_plateau_rule():
+    window = 4
+    flat = [1.0] * 8
+    assert ex.plateaued(flat, window, 0.01, 0.0)
+    assert not ex.plateaued(flat[:7], window, 0.01, 0.0)  # fewer than two windows
+    falling = [1.0] * 4 + [0.98] * 4  # 2 % better: still learning at tolerance 1 %
+    assert not ex.plateaued(falling, window, 0.01, 0.0)
+    assert ex.plateaued(falling, window, 0.03, 0.0)
+    small = [0.010] * 4 + [0.009] * 4  # 10 % better, but by 0.001 nats: below the floor
+    assert ex.plateaued(small, window, 0.01, 0.002) and not ex.plateaued(small, window, 0.01, 0.0005)
+    assert ex.plateaued([1.0] * 4 + [1.1] * 4, window, 0.01, 0.0)  # worse is not better
+    assert not ex.plateaued([5.0] * 4 + [1.0] * 4 + [0.9] * 4, window, 0.05, 0.0)  # only the last two windows count
+
+
+def test_training_stops_when_every_seed_has_plateaued_or_at_the_limit():
+    config = tiny_config(min_steps=20, max_steps=60, plateau_window=10, cooldown_steps=5, plateau_tolerance=10.0)
+    _, losses, stop = ex.train_seeds("lag", "rope", config, seeds=(0, 1), device="cpu")
+    assert stop == {"stop_step": 20, "steps": 25, "plateaued": [True, True]}  # the rule holds at the first check
+    config = tiny_config(
+        min_steps=20, max_steps=40, plateau_window=10, cooldown_steps=5, plateau_tolerance=-1.0, plateau_floor=-1.0
+    )
+    _, losses, stop = ex.train_seeds("lag", "rope", config, seeds=(0,), device="cpu")
+    assert stop == {"stop_step": 40, "steps": 45, "plateaued": [False]}  # never holds: the limit
+    assert losses.shape == (1, 45) and np.isfinite(losses).all()
+
+    # One member that cannot learn (targets drawn independently of the inputs) plateaus at once; the
+    # other is still learning "lag" at the first check: training goes on until both have plateaued.
+    config = tiny_config(min_steps=60, max_steps=100, plateau_window=20, cooldown_steps=5)
+    models = []
+    for seed in range(2):
+        torch.manual_seed(seed)
+        models.append(ex.build_model("rope", config, "lag"))
+    streams = [torch.Generator().manual_seed(s) for s in range(2)]
+
+    def batches(step):
+        lag = ex.task_batch("lag", config, config.batch_size, config.train_length, generator=streams[1])
+        noise = torch.randint(0, config.vocab, (2, config.batch_size, config.train_length), generator=streams[0])
+        unlearnable = (noise[0], noise[1], torch.ones_like(noise[0], dtype=torch.bool))
+        return [torch.stack(parts) for parts in zip(unlearnable, lag, strict=True)]
+
+    from helpers._experiment_train import train_ensemble
+
+    _, losses, stop = train_ensemble(models, batches, config, device="cpu")
+    first = [ex.plateaued(row[:60], 20, config.plateau_tolerance, config.plateau_floor) for row in losses]
+    assert first == [True, False]  # at the first check, one member only
+    assert stop["stop_step"] > 60
+
+
+def test_evaluation_against_a_position_by_position_count():
+    config = tiny_config(eval_batches=2, eval_batch_size=3)
+    torch.manual_seed(0)
+    model = ex.build_model("rope", config, "pattern").eval()
+    batches = ex.evaluation_batches("pattern", config)
+    scores, per_position = ex.evaluate_model(model, batches, (16, 32), 16)
+    assert batches(32)[0][0].tolist() == batches(32)[0][0].tolist()  # the same sequences every time
+    loss = {t: [0.0, 0] for t in range(32)}
+    right = {t: 0 for t in range(32)}
+    for inputs, targets, mask in batches(32):
+        with torch.no_grad():
+            logits = model(inputs)
+        for b in range(inputs.shape[0]):
+            for t in range(32):
+                if mask[b, t]:
+                    loss[t][0] += float(torch.nn.functional.cross_entropy(logits[b, t], targets[b, t]))
+                    loss[t][1] += 1
+                    right[t] += int(logits[b, t].argmax() == targets[b, t])
+    counted = [t for t in range(32) if loss[t][1]]
+    beyond = [t for t in counted if t >= 16]
+    assert scores[32]["loss"] == pytest.approx(sum(loss[t][0] for t in counted) / sum(loss[t][1] for t in counted))
+    assert scores[32]["accuracy_beyond"] == pytest.approx(
+        sum(right[t] for t in beyond) / sum(loss[t][1] for t in beyond)
+    )
+    assert scores[32]["loss_beyond"] == pytest.approx(sum(loss[t][0] for t in beyond) / sum(loss[t][1] for t in beyond))
+    assert scores[16]["loss_beyond"] is None and scores[16]["accuracy_beyond"] is None
+    for t in range(32):
+        if loss[t][1]:
+            assert per_position["loss"][t] == pytest.approx(loss[t][0] / loss[t][1])
+            assert per_position["accuracy"][t] == pytest.approx(right[t] / loss[t][1])
+        else:
+            assert per_position["loss"][t] is None  # the first tokens of a pattern are never scored
+
+
+def test_offset_weights_match_a_loop():
+    torch.manual_seed(0)
+    model = ex.TinyTransformer("alibi", vocab=11, d_model=16, n_heads=2, d_ff=32, max_len=24).eval()
+    tokens = torch.randint(0, 11, (3, 20), generator=torch.Generator().manual_seed(1))
+    got = ex.offset_weights(model, tokens, max_offset=4, first=6)
+    with torch.no_grad():
+        _, weights = model(tokens, need_weights=True)
+    for layer, w in enumerate(weights):
+        for h in range(2):
+            for delta in range(5):
+                values = [float(w[b, h, t, t - delta]) for b in range(3) for t in range(6, 20)]
+                assert float(got[layer, h, delta]) == pytest.approx(np.mean(values))
+    bos = ex.TinyTransformer("none", vocab=11, d_model=16, n_heads=2, bos=True).eval()
+    with torch.no_grad():
+        _, weights = bos(tokens, need_weights=True)  # keys shifted by one: the BOS key is key 0
+    got = ex.offset_weights(bos, tokens, max_offset=0)
+    assert float(got[1, 0, 0]) == pytest.approx(float(weights[1][:, 0, torch.arange(20), torch.arange(20) + 1].mean()))
+    with pytest.raises(ValueError, match="first"):
+        ex.offset_weights(model, tokens, max_offset=4, first=20)
+
+
 # ----------------------------------------------------------------------------------------------
 # End to end, on a tiny configuration
 
@@ -147,7 +442,8 @@ def tiny_results():
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny matrices: extra threads only wait on each other on a busy machine
     try:
-        results = ex.run_experiment(tiny_config(), device="cpu", progress=False, keep_models=kept)
+        config = tiny_config(seeds=(0, 1), ablations=ex.ABLATIONS)
+        results = ex.run_experiment(config, device="cpu", progress=False, keep_models=kept, workers=1)
     finally:
         torch.set_num_threads(threads)
     return results, kept
@@ -155,44 +451,54 @@ def tiny_results():
 
 def test_every_scheme_trains_and_training_lowers_the_loss(tiny_results):
     results, _ = tiny_results
-    config = tiny_config()
-    assert len(results["runs"]) == len(config.tasks) * len(config.schemes) * len(config.seeds)
+    config = ex.ExperimentConfig.from_dict(results["config"])
+    groups = len(config.tasks) * len(config.schemes) + len(config.ablation_tasks) * len(config.ablations)
+    assert len(results["runs"]) == groups * len(config.seeds) and len(results["groups"]) == groups
     for run in results["runs"]:
         assert run["final_loss"] < run["initial_loss"] - 0.1, run["task"] + "/" + run["scheme"]
+        assert len(run["loss_curve"]) == math.ceil(run["steps"] / config.curve_every)
         for value in run["eval"].values():
             assert 0.0 <= value["accuracy"] <= 1.0 and math.isfinite(value["loss"])
+
+
+def test_worker_processes_give_the_same_numbers():
+    config = tiny_config(tasks=("lag", "text"), schemes=("rope", "t5"), seeds=(0, 1))
+    one = ex.run_experiment(config, device="cpu", progress=False, workers=1)
+    two = ex.run_experiment(config, device="cpu", progress=False, workers=2)
+    assert one["runs"] == two["runs"] and one["summary"] == two["summary"]
+    assert two["environment"]["workers"] == 2
 
 
 def check_schema(results, *, min_seeds=1):
     config = ex.ExperimentConfig.from_dict(results["config"])
     assert results["schema_version"] == ex.SCHEMA_VERSION
-    assert results["tasks"] == list(config.tasks) and set(results["task_descriptions"]) == set(config.tasks)
-    assert results["schemes"] == list(config.schemes)
+    assert results["tasks"] == list(config.tasks) and set(config.tasks) <= set(results["task_descriptions"])
+    assert results["schemes"] == list(config.schemes) and results["ablations"] == list(config.ablations)
     assert results["seeds"] == list(config.seeds) and len(config.seeds) >= min_seeds
     assert results["eval_lengths"] == [config.train_length * m for m in config.eval_multiples]
     assert results["eval_lengths"][0] == config.train_length and config.max_len == max(results["eval_lengths"])
-    assert {"python", "torch", "numpy", "device", "platform", "torch_threads"} <= set(results["environment"])
-    assert results["wall_seconds"] > 0
-    keys = {
-        "loss_mean",
-        "loss_std",
-        "loss_min",
-        "loss_max",
-        "accuracy_mean",
-        "accuracy_std",
-        "accuracy_min",
-        "accuracy_max",
-    }
-    for task in config.tasks:
-        for scheme in config.schemes:
-            runs = [r for r in results["runs"] if r["task"] == task and r["scheme"] == scheme]
-            assert sorted(r["seed"] for r in runs) == sorted(config.seeds)
-            for length in results["eval_lengths"]:
-                row = results["summary"][task][scheme][str(length)]
-                assert set(row) == keys
-                values = [r["eval"][str(length)]["accuracy"] for r in runs]
-                assert row["accuracy_mean"] == pytest.approx(np.mean(values))
-                assert row["accuracy_min"] <= row["accuracy_mean"] <= row["accuracy_max"]
+    assert {"python", "torch", "numpy", "device", "platform", "workers", "cpu_count"} <= set(results["environment"])
+    assert results["wall_seconds"] > 0 and results["cpu_seconds"] > 0
+    keys = {f"{m}_{s}" for m in ex.METRICS for s in ("mean", "std", "min", "max")}
+    pairs = [(t, s) for t in config.tasks for s in config.schemes]
+    pairs += [(t, s) for t in results["ablation_tasks"] for s in config.ablations]
+    for task, scheme in pairs:
+        runs = [r for r in results["runs"] if r["task"] == task and r["scheme"] == scheme]
+        assert [r["seed"] for r in runs] == list(config.seeds)
+        for length in results["eval_lengths"]:
+            row = results["summary"][task][scheme][str(length)]
+            assert set(row) == keys
+            for metric in ("accuracy", "loss_beyond"):
+                values = [r["eval"][str(length)][metric] for r in runs]
+                if None in values:
+                    assert length == config.train_length and row[f"{metric}_mean"] is None
+                    continue
+                assert row[f"{metric}_mean"] == pytest.approx(np.mean(values), abs=1e-5)
+                assert row[f"{metric}_min"] == pytest.approx(min(values), abs=1e-5)
+                assert row[f"{metric}_max"] == pytest.approx(max(values), abs=1e-5)
+        per_position = results["summary"][task][scheme]["per_position"]
+        assert len(per_position["accuracy"]) == max(results["eval_lengths"])
+        assert results["summary"][task][scheme]["plateaued"] == all(r["plateaued"] for r in runs)
 
 
 def test_results_schema_and_json_round_trip(tiny_results, tmp_path):
@@ -205,35 +511,62 @@ def test_results_schema_and_json_round_trip(tiny_results, tmp_path):
         ex.load_results(path)
 
 
+def test_compare_reads_the_seed_ranges(tiny_results):
+    results, _ = tiny_results
+    summary = {"lag": {"a": {"64": {}}, "b": {"64": {}}}}
+    fake = {"summary": summary}
+    for low_a, high_a, low_b, high_b, expected in (
+        (0.8, 0.9, 0.5, 0.7, "higher"),
+        (0.5, 0.7, 0.8, 0.9, "lower"),
+        (0.5, 0.8, 0.7, 0.9, "not separable"),
+        (0.7, 0.8, 0.7, 0.7, "not separable"),  # touching ranges do not separate
+    ):
+        summary["lag"]["a"]["64"] = {"accuracy_beyond_min": low_a, "accuracy_beyond_max": high_a}
+        summary["lag"]["b"]["64"] = {"accuracy_beyond_min": low_b, "accuracy_beyond_max": high_b}
+        assert ex.compare(fake, "lag", "a", "b", 64) == expected
+    with pytest.raises(ValueError, match="not defined"):
+        ex.compare(results, "lag", "rope", "alibi", results["eval_lengths"][0])
+    with pytest.raises(ValueError, match="no results"):
+        ex.compare(results, "lag", "rope", "xpos", results["eval_lengths"][1])
+    with pytest.raises(ValueError, match="metric"):
+        ex.compare(results, "lag", "rope", "alibi", results["eval_lengths"][1], metric="perplexity")
+
+
 def test_saved_models_come_back(tiny_results, tmp_path):
     results, kept = tiny_results
     config = ex.ExperimentConfig.from_dict(results["config"])
-    chosen = {key: kept[key] for key in ex.SAVED_MODELS}
-    ex.save_models(chosen, config, tmp_path / "models.pt")
+    assert set(kept) == set(ex.SAVED_MODELS)
+    ex.save_models(kept, config, tmp_path / "models.pt")
     models, loaded = ex.load_models(tmp_path / "models.pt")
-    assert loaded == config and set(models) == set(chosen)
+    assert loaded == config and set(models) == set(kept)
     tokens, _, _ = ex.task_batch(
         "pattern", config, 2, config.train_length * 2, generator=torch.Generator().manual_seed(0)
     )
     with torch.no_grad():
         for key, model in models.items():
-            torch.testing.assert_close(model(tokens), chosen[key](tokens), rtol=0.05, atol=0.05)  # float16 storage
+            torch.testing.assert_close(model(tokens), kept[key](tokens), rtol=0.05, atol=0.05)  # float16 storage
 
 
-def test_evaluation_is_deterministic(tiny_results):
-    _, kept = tiny_results
-    config = tiny_config()
-    model = kept[("lag", "rope")]
-    assert ex.evaluate_model(model, "lag", config) == ex.evaluate_model(model, "lag", config)
+def test_the_kept_model_is_the_first_seed_of_its_run(tiny_results):
+    results, kept = tiny_results
+    config = ex.ExperimentConfig.from_dict(results["config"])
+    run = next(r for r in results["runs"] if (r["task"], r["scheme"]) == ("lag", "rope") and r["seed"] == 0)
+    scores, _ = ex.evaluate_model(
+        kept[("lag", "rope")], ex.evaluation_batches("lag", config), config.eval_lengths, config.train_length
+    )
+    for length, value in scores.items():
+        assert run["eval"][str(length)]["accuracy"] == pytest.approx(value["accuracy"], abs=1e-5)
 
 
 def test_committed_results_file_has_the_schema():
     path = DATA / "extrapolation.json"
-    if not path.exists():
-        pytest.skip("data/extrapolation.json not generated yet")
     results = ex.load_results(path)
-    check_schema(results, min_seeds=3)
-    assert set(results["schemes"]) == set(ex.SCHEMES) and results["eval_lengths"][-1] == 8 * results["eval_lengths"][0]
+    check_schema(results, min_seeds=5)
+    config = ex.ExperimentConfig.from_dict(results["config"])
+    assert config == ex.ExperimentConfig() and not results["quick"]  # the full default run
+    assert results["text_corpus"]["held_out_characters"] > 40_000
+    models, saved = ex.load_models()
+    assert saved == config and set(models) == set(ex.SAVED_MODELS)
 
 
 # ----------------------------------------------------------------------------------------------
