@@ -7,8 +7,9 @@ import math
 import numpy as np
 import pytest
 import torch
-from _support import device_params
+from _support import device_params, raises_naming
 from scipy.integrate import quad
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import helpers
 
@@ -67,6 +68,65 @@ def test_position_kernel_keeps_the_shape_of_its_input():
     assert helpers.position_kernel(np.zeros((2, 3)), 8).shape == (2, 3)
     big = helpers.position_kernel(torch.arange(200_000, dtype=torch.float32), 64)
     assert big.shape == (200_000,) and big.dtype == torch.float32
+
+
+def test_position_kernel_output_dtype_and_device():
+    # Integer distances give float64 (not integers), a float32 array float64 like any array, a
+    # tensor's floating dtype is kept, and the result stays on the tensor's device (meta here).
+    ints = helpers.position_kernel(torch.tensor([0, 1, 2]), 8)
+    assert ints.dtype == torch.float64
+    torch.testing.assert_close(ints, helpers.position_kernel(torch.tensor([0.0, 1.0, 2.0], dtype=torch.float64), 8))
+    assert 0.5 < float(ints[1]) < 1.0
+    array = helpers.position_kernel(np.array([1.0, 2.0], dtype=np.float32), 8)
+    assert array.dtype == torch.float64
+    assert helpers.position_kernel(torch.zeros(5, device="meta"), 8).device.type == "meta"
+
+
+class _CosineSizes(TorchDispatchMode):
+    """Records how many angles each ``torch.cos`` call takes."""
+
+    def __init__(self):
+        super().__init__()
+        self.sizes = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten.cos.default:
+            self.sizes.append(args[0].numel())
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("n_delta, half, rows", [(10, 1 << 20, [4, 4, 2]), (2, (1 << 22) + 1, [1, 1])])
+def test_position_kernel_sums_in_chunks_of_at_most_4m_angles(n_delta, half, rows):
+    # As many distances per chunk as fit in 2^22 angles (one at a time when one row is larger), every
+    # distance in exactly one chunk: memory stays bounded and the values are those of one big product.
+    delta = torch.arange(n_delta, dtype=torch.float64)
+    with _CosineSizes() as mode:
+        kernel = helpers.position_kernel(delta, 2 * half)
+    assert mode.sizes == [r * half for r in rows]
+    theta = helpers.frequencies(2 * half)
+    direct = torch.stack([torch.cos(m * theta).mean() for m in delta.tolist()])
+    torch.testing.assert_close(kernel, direct, atol=1e-12, rtol=0)
+
+
+def test_continuous_kernel_default_base_is_ten_thousand():
+    delta = torch.tensor([0.5, 3.0, 250.0, 4000.0])
+    torch.testing.assert_close(helpers.continuous_kernel(delta), helpers.continuous_kernel(delta, 10000.0))
+    assert not torch.allclose(helpers.continuous_kernel(delta), helpers.continuous_kernel(delta, 10001.0), atol=1e-9)
+
+
+@pytest.mark.parametrize(
+    "call, error, words",
+    [
+        (lambda: helpers.position_kernel(True, 8), TypeError, ["delta", "bool"]),
+        (lambda: helpers.position_kernel("far", 8), TypeError, ["delta", "str"]),
+        (lambda: helpers.position_kernel(3, 8, base=1.0), ValueError, ["base", "1.0", "> 1"]),
+        (lambda: helpers.position_kernel(3, 8, base="big"), TypeError, ["base", "str"]),
+        (lambda: helpers.continuous_kernel(3, base=1.0), ValueError, ["base", "1.0", "> 1"]),
+        (lambda: helpers.continuous_kernel(torch.tensor([1j]), base=100.0), TypeError, ["delta", "torch.complex64"]),
+    ],
+)
+def test_kernel_bad_input_names_the_argument(call, error, words):
+    raises_naming(error, call, *words)
 
 
 @pytest.mark.parametrize("base", [100.0, 10000.0])

@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from _support import raises_naming
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -148,19 +149,158 @@ def test_shaw_bias_in_attention_is_keys_plus_relative_vectors():
 @pytest.mark.parametrize(
     "call, error, words",
     [
-        (lambda: helpers.relative_position_bucket([1, 2]), TypeError, "relative_position"),
-        (lambda: helpers.relative_position_bucket(torch.tensor([1.0])), TypeError, "relative_position"),
-        (lambda: helpers.relative_position_bucket(torch.tensor([1]), num_buckets=2), ValueError, "num_buckets"),
-        (lambda: helpers.relative_position_bucket(torch.tensor([1]), max_distance=8), ValueError, "max_distance"),
-        (lambda: helpers.relative_position_bucket(torch.tensor([1]), bidirectional=1), TypeError, "bidirectional"),
-        (lambda: helpers.T5RelativeBias(0), ValueError, "n_heads"),
-        (lambda: helpers.ShawRelativeBias(4, -1), ValueError, "max_relative_position"),
-        (lambda: helpers.ShawRelativeBias(4, 2)(torch.randn(3, 5)), ValueError, "q"),
+        (lambda: helpers.relative_position_bucket([1, 2]), TypeError, ["relative_position", "list"]),
+        (
+            lambda: helpers.relative_position_bucket(torch.tensor([1.0])),
+            TypeError,
+            ["relative_position", "torch.float32"],
+        ),
+        (
+            lambda: helpers.relative_position_bucket(torch.tensor([True])),
+            TypeError,
+            ["relative_position", "torch.bool"],
+        ),
+        (
+            lambda: helpers.relative_position_bucket(torch.tensor([1j])),
+            TypeError,
+            ["relative_position", "torch.complex64"],
+        ),
+        (
+            lambda: helpers.relative_position_bucket(torch.tensor([1]), num_buckets=2),
+            ValueError,
+            ["num_buckets", "2", ">= 4"],
+        ),
+        (
+            lambda: helpers.relative_position_bucket(torch.tensor([1]), num_buckets=3),
+            ValueError,
+            ["num_buckets", "3", ">= 4"],
+        ),
+        (
+            lambda: helpers.relative_position_bucket(torch.tensor([1]), False, 1, 8),
+            ValueError,
+            ["num_buckets", "1", ">= 2"],
+        ),
+        (
+            lambda: helpers.relative_position_bucket(torch.tensor([1]), num_buckets=8.0),
+            TypeError,
+            ["num_buckets", "int"],
+        ),
+        (
+            lambda: helpers.relative_position_bucket(torch.tensor([1]), max_distance=8),
+            ValueError,
+            ["max_distance", "8", "> 8 (the exact buckets)", "num_buckets=32"],
+        ),
+        (
+            lambda: helpers.relative_position_bucket(torch.tensor([1]), max_distance=0),
+            ValueError,
+            ["max_distance", "0", ">= 1"],
+        ),
+        (
+            lambda: helpers.relative_position_bucket(torch.tensor([1]), max_distance=9.0),
+            TypeError,
+            ["max_distance", "int"],
+        ),
+        # An odd half (6 buckets: 3 a side) has 1 exact bucket; unidirectional, all 8 buckets count (4 exact).
+        (
+            lambda: helpers.relative_position_bucket(torch.tensor([1]), True, 6, 1),
+            ValueError,
+            ["max_distance", "1", "> 1 (the exact buckets)", "num_buckets=6"],
+        ),
+        (
+            lambda: helpers.relative_position_bucket(torch.tensor([1]), False, 8, 4),
+            ValueError,
+            ["max_distance", "4", "> 4 (the exact buckets)", "num_buckets=8"],
+        ),
+        (
+            lambda: helpers.relative_position_bucket(torch.tensor([1]), bidirectional=1),
+            TypeError,
+            ["bidirectional", "1"],
+        ),
+        (lambda: helpers.relative_positions(-1), ValueError, ["n_queries", "-1", ">= 0"]),
+        (lambda: helpers.relative_positions(2.0), TypeError, ["n_queries", "int"]),
+        (lambda: helpers.relative_positions(2, -1), ValueError, ["n_keys", "-1", ">= 0"]),
+        (lambda: helpers.relative_positions(2, 3.0), TypeError, ["n_keys", "int"]),
+        (lambda: helpers.T5RelativeBias(0), ValueError, ["n_heads", "0", ">= 1"]),
+        (lambda: helpers.T5RelativeBias(2.0), TypeError, ["n_heads", "int"]),
+        (lambda: helpers.T5RelativeBias(2, num_buckets=3), ValueError, ["num_buckets", "3", ">= 4"]),
+        (lambda: helpers.ShawRelativeBias(0, 2), ValueError, ["head_dim", "0", ">= 1"]),
+        (lambda: helpers.ShawRelativeBias(4.0, 2), TypeError, ["head_dim", "int"]),
+        (lambda: helpers.ShawRelativeBias(4, -1), ValueError, ["max_relative_position", "-1", ">= 0"]),
+        (lambda: helpers.ShawRelativeBias(4, 2.0), TypeError, ["max_relative_position", "int"]),
+        (lambda: helpers.ShawRelativeBias(4, 2)(torch.randn(3, 5)), ValueError, ["q", "(..., Tq, 4)", "(3, 5)"]),
+        (lambda: helpers.ShawRelativeBias(4, 2)(torch.ones(3, 4, dtype=torch.int64)), TypeError, ["q", "torch.int64"]),
     ],
 )
 def test_bad_input_names_the_argument(call, error, words):
-    with pytest.raises(error, match=words):
-        call()
+    raises_naming(error, call, *words)
+
+
+def test_smallest_valid_settings_are_accepted():
+    # The other side of each bound above.
+    assert helpers.relative_positions(0).shape == (0, 0)
+    assert helpers.relative_positions(0, 3).shape == (0, 3)
+    assert helpers.relative_positions(2, 0).shape == (2, 0)
+    rel = torch.arange(-6, 7)
+    # Two buckets, unidirectional: distance 0 (and the future), then everything further back.
+    assert helpers.relative_position_bucket(rel, False, 2, 2).tolist() == [1] * 6 + [0] * 7
+    assert helpers.relative_position_bucket(rel, True, 4, 2).tolist() == [1] * 6 + [0] + [3] * 6
+    for bidirectional, num_buckets, max_distance in ((False, 3, 2), (True, 5, 2), (False, 8, 5)):
+        got = helpers.relative_position_bucket(rel, bidirectional, num_buckets, max_distance).tolist()
+        assert got == [reference_bucket(r, bidirectional, num_buckets, max_distance)[0] for r in rel.tolist()]
+    assert helpers.T5RelativeBias(1)(3).shape == (1, 3, 3)
+    assert helpers.ShawRelativeBias(1, 2)(torch.ones(3, 1)).shape == (3, 3)
+    zero = helpers.ShawRelativeBias(4, 0)  # K = 0: one vector for every pair
+    assert zero.embedding.weight.shape == (1, 4) and zero.index(2, 3).tolist() == [[0, 0, 0], [0, 0, 0]]
+
+
+def test_t5_defaults_are_t5s_and_every_setting_reaches_the_buckets():
+    module = helpers.T5RelativeBias(2)
+    assert (module.bidirectional, module.num_buckets, module.max_distance) == (True, 32, 128)
+    assert module.embedding.weight.shape == (32, 2)
+    for settings_ in (dict(), dict(bidirectional=False, num_buckets=16, max_distance=20)):
+        module = helpers.T5RelativeBias(2, **settings_)
+        weight = module.embedding.weight.detach()  # (buckets, H)
+        rel = helpers.relative_positions(3, 300)
+        buckets = helpers.relative_position_bucket(rel, **settings_)
+        assert torch.equal(module(3, 300).detach(), weight[buckets].permute(2, 0, 1))
+    assert "max_distance=20" in repr(module) and "bidirectional=False" in repr(module)
+
+
+def test_shaw_table_has_one_vector_per_clipped_position():
+    module = helpers.ShawRelativeBias(head_dim=3, max_relative_position=4)
+    assert module.embedding.weight.shape == (9, 3)  # 2K + 1 rows
+    assert sum(p.numel() for p in module.parameters()) == 27
+
+
+def test_shaw_bias_with_fewer_queries_than_keys():
+    # Decoding: 2 queries, the newest tokens, against 7 keys; query i sits at i + 5.
+    torch.manual_seed(2)
+    module = helpers.ShawRelativeBias(head_dim=4, max_relative_position=2)
+    index = module.index(2, 7)
+    assert index.tolist() == [[0, 0, 0, 0, 1, 2, 3], [0, 0, 0, 0, 0, 1, 2]]
+    q = torch.randn(3, 2, 4)  # (H, Tq, d)
+    bias = module(q, 7)
+    assert bias.shape == (3, 2, 7)
+    table = module.embedding.weight.detach()
+    for h in range(3):
+        for i in range(2):
+            for j in range(7):
+                r = max(-2, min(2, j - (i + 5)))
+                assert bias[h, i, j].item() == pytest.approx(float(q[h, i] @ table[r + 2]) / 2.0, abs=1e-6)
+    # The last rows of the full bias, as the decoding rows of T5's bias are.
+    full_q = torch.cat((torch.randn(3, 5, 4), q), dim=1)
+    assert torch.allclose(module(full_q)[:, -2:], bias, atol=1e-6)
+
+
+def test_relative_biases_follow_the_dtype_of_q_and_the_device_of_the_module():
+    module = helpers.ShawRelativeBias(4, 2)
+    for dtype in (torch.float64, torch.bfloat16):
+        assert module(torch.randn(3, 4, dtype=dtype)).dtype == dtype
+    assert helpers.relative_positions(2, 3, device="meta").device.type == "meta"
+    meta = helpers.ShawRelativeBias(4, 2).to("meta")
+    assert meta.index(3).device.type == "meta"
+    assert meta(torch.randn(3, 4, device="meta")).device.type == "meta"
+    assert helpers.T5RelativeBias(2).to("meta")(3, 4).device.type == "meta"
 
 
 def test_relative_family_drawing_steps_follow_the_buckets():

@@ -11,6 +11,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from _support import raises_naming
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -135,6 +136,77 @@ def test_rotation_commuting_matrix_blocks_and_a_general_matrix_for_contrast():
         helpers.block_rotation(torch.ones(2, 2))
     with pytest.raises(TypeError, match="floating"):
         helpers.block_rotation(torch.ones(2, dtype=torch.int64))
+
+
+@pytest.mark.parametrize(
+    "call, error, words",
+    [
+        (lambda: helpers.toeplitz_projection(torch.zeros(2, 3)), ValueError, ["matrix", "square", "(2, 3)"]),
+        (lambda: helpers.toeplitz_projection(torch.zeros(0, 0)), ValueError, ["matrix", "non-empty", "(0, 0)"]),
+        (lambda: helpers.toeplitz_projection(torch.zeros(3)), ValueError, ["matrix", "(3,)"]),
+        (
+            lambda: helpers.toeplitz_projection(torch.zeros(3, 3, dtype=torch.int64)),
+            TypeError,
+            ["matrix", "torch.int64"],
+        ),
+        (lambda: helpers.toeplitz_spread(torch.zeros(2, 3)), ValueError, ["matrix", "square", "(2, 3)"]),
+        (lambda: helpers.toeplitz_spread(torch.zeros(3, 3, dtype=torch.int64)), TypeError, ["matrix", "torch.int64"]),
+        (lambda: helpers.block_rotation(torch.ones(2, 2)), ValueError, ["angles", "1-D", "(2, 2)"]),
+        (lambda: helpers.block_rotation(torch.ones(0)), ValueError, ["angles", "non-empty", "(0,)"]),
+        (lambda: helpers.block_rotation(torch.ones(2, dtype=torch.int64)), TypeError, ["angles", "torch.int64"]),
+        (lambda: helpers.rotation_commuting_matrix(torch.ones(2, 2), torch.ones(2)), ValueError, ["scales", "(2, 2)"]),
+        (lambda: helpers.rotation_commuting_matrix(torch.ones(2), torch.ones(2, 2)), ValueError, ["angles", "(2, 2)"]),
+        (
+            lambda: helpers.rotation_commuting_matrix(torch.ones(2, dtype=torch.int64), torch.ones(2)),
+            TypeError,
+            ["scales", "torch.int64"],
+        ),
+        (
+            lambda: helpers.rotation_commuting_matrix(torch.ones(2), torch.ones(2, dtype=torch.int64)),
+            TypeError,
+            ["angles", "torch.int64"],
+        ),
+        (
+            lambda: helpers.rotation_commuting_matrix(torch.ones(2), torch.ones(3)),
+            ValueError,
+            ["scales", "angles", "(2,)", "(3,)"],
+        ),
+    ],
+)
+def test_bad_matrices_and_angles_are_named(call, error, words):
+    raises_naming(error, call, *words)
+
+
+def test_zero_matrix_spread_keeps_the_dtype():
+    for dtype in (torch.float64, torch.float16):
+        spread = helpers.toeplitz_spread(torch.zeros(3, 3, dtype=dtype))
+        assert spread.dtype == dtype and float(spread) == 0.0
+
+
+def test_rotation_commuting_matrix_takes_dtype_and_device_of_the_scales():
+    angles = torch.tensor([0.1, 1.0, 2.5]).float()
+    scales = torch.tensor([2.0, 0.5, 1.0], dtype=torch.float64)
+    # float32 angles with float64 scales: turned in float64 (a float32 cosine is off by about 1e-8).
+    got = helpers.rotation_commuting_matrix(scales, angles)
+    want = helpers.block_rotation(angles.double()) * scales.repeat_interleave(2)[None, :]  # (6, 6)
+    assert got.dtype == torch.float64
+    torch.testing.assert_close(got, want, atol=1e-15, rtol=0)
+    assert helpers.rotation_commuting_matrix(scales.float(), angles.double()).dtype == torch.float32
+    on_meta = helpers.rotation_commuting_matrix(scales.to("meta"), angles)
+    assert on_meta.device.type == "meta" and on_meta.shape == (6, 6)
+
+
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_toeplitz_projection_and_spread_on_the_gpu(device):
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    matrix = torch.randn(6, 6, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    projected = helpers.toeplitz_projection(matrix.to(device))
+    assert projected.device.type == "cuda"
+    torch.testing.assert_close(projected.cpu(), helpers.toeplitz_projection(matrix), atol=1e-12, rtol=0)
+    assert helpers.toeplitz_spread(matrix.to(device)).device.type == "cuda"
+    zero = helpers.toeplitz_spread(torch.zeros(3, 3, device=device))
+    assert zero.device.type == "cuda" and float(zero) == 0.0
 
 
 def test_score_example_is_deterministic_and_shaped():
