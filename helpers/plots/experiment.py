@@ -13,59 +13,99 @@ from matplotlib.colors import PowerNorm
 from .._checks import check_int
 from ._drawing import FULL, Drawing, new_figure
 
-__all__ = ["SCHEME_COLORS", "SCHEME_LABELS", "extrapolation_panorama", "attention_maps"]
+__all__ = [
+    "SCHEME_COLORS",
+    "SCHEME_LABELS",
+    "extrapolation_panorama",
+    "loss_curves",
+    "per_position_curves",
+    "offset_attention",
+    "attention_maps",
+]
 
 SCHEME_COLORS = {
-    "none": "0.45",
+    "none": "0.55",
+    "none_bos": "0.15",
     "learned": "#d62728",
     "sinusoidal": "#ff7f0e",
     "rope": "#1f77b4",
     "alibi": "#2ca02c",
+    "t5": "#9467bd",
+    "alibi_8h": "#8fd18f",
+    "alibi_x8": "#135e13",
 }
 SCHEME_LABELS = {
     "none": "NoPE",
+    "none_bos": "NoPE + BOS",
     "learned": "learned",
     "sinusoidal": "sinusoidal",
     "rope": "RoPE",
     "alibi": "ALiBi",
+    "t5": "T5 bias",
+    "alibi_8h": "ALiBi, 8 heads (1/2 .. 1/256)",
+    "alibi_x8": "ALiBi, slopes x8 (2 .. 1/32)",
 }
+_STYLES = {"none_bos": "--", "alibi_8h": "--", "alibi_x8": ":"}
 _METRICS = ("accuracy", "loss")
+_POSITIONS = ("beyond", "all")
+
+_TASK_TITLES = {
+    "lag": "copy the token {lag} places back",
+    "pattern": "continue the repeated pattern",
+    "text": "next character of English text",
+}
 
 
-_TASK_TITLES = {"lag": "copy the token {lag} places back", "pattern": "continue the repeated pattern"}
+def _label(scheme: str) -> str:
+    return SCHEME_LABELS.get(scheme, scheme)
 
 
-def extrapolation_panorama(results: dict, *, task: str | None = None, band: str = "minmax") -> Drawing:
+def _check_choice(name: str, value, options) -> None:
+    if value not in options:
+        raise ValueError(f"{name} must be one of {tuple(options)}, got {value!r}")
+
+
+def extrapolation_panorama(
+    results: dict, *, task: str | None = None, positions: str = "beyond", band: str = "minmax", schemes=None
+) -> Drawing:
     """Accuracy and loss against evaluation length, one line per scheme (mean over seeds).
 
     Args:
         results: the dictionary of ``helpers.experiment.load_results`` / ``run_experiment``.
         task: which task to show (default: the first of ``results["tasks"]``).
+        positions: ``"beyond"``, the positions ``t >= L`` only (the extrapolated part; undefined at
+            ``T = L``), or ``"all"``, every scored position.
         band: the spread drawn around each line, ``"minmax"`` (lowest to highest seed) or
             ``"std"`` (mean ± one standard deviation over seeds).
+        schemes: the lines to draw (default ``results["schemes"]``; the ablations are keys of
+            ``results["summary"]`` too).
 
     The x axis is the evaluation length in tokens (log scale, ticks at the measured lengths); the
-    grey dashed line marks the training length. Parameters: ``task``, ``band``.
+    grey dashed line marks the training length. Parameters: ``task``, ``positions``, ``band``.
     """
     task = results["tasks"][0] if task is None else task
+    schemes = list(results["schemes"] if schemes is None else schemes)
     all_summary = results["summary"]
+    for scheme in schemes:
+        if not any(scheme in all_summary[t] for t in results["tasks"]):
+            raise ValueError(f"schemes: no results for {scheme!r}; known: {sorted(all_summary[results['tasks'][0]])}")
     lengths = [int(t) for t in results["eval_lengths"]]
     train_length = int(results["config"]["train_length"])
-    n_seeds = len(results["seeds"])
-    fig, axes = new_figure(10.0, 4.2, ncols=2)
+    fig, axes = new_figure(10.0, 4.4, ncols=2)
     lines, bands = {}, {}
     for ax, metric in zip(axes, _METRICS, strict=True):
-        for scheme in results["schemes"]:
+        for scheme in schemes:
             (line,) = ax.plot(
                 lengths,
                 np.zeros(len(lengths)),
-                "-o",
+                _STYLES.get(scheme, "-"),
+                marker="o",
                 color=SCHEME_COLORS.get(scheme, "k"),
                 markersize=4,
-                label=SCHEME_LABELS.get(scheme, scheme),
+                label=_label(scheme),
             )
             lines[(metric, scheme)] = line
-        for scheme in results["schemes"]:
+        for scheme in schemes:
             zeros = np.zeros(len(lengths))
             bands[(metric, scheme)] = ax.fill_between(
                 lengths, zeros, zeros, color=SCHEME_COLORS.get(scheme, "k"), alpha=0.18, linewidth=0
@@ -76,14 +116,17 @@ def extrapolation_panorama(results: dict, *, task: str | None = None, band: str 
         ax.minorticks_off()
         ax.set_xlabel("evaluation length T (tokens)")
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("accuracy on determined tokens")
     axes[0].set_ylim(-0.02, 1.02)
     axes[0].set_title("accuracy (higher is better)")
-    axes[1].set_ylabel("cross-entropy (nats per token)")
     axes[1].set_title("loss (lower is better)")
     axes[1].set_yscale("symlog", linthresh=0.1)
     top = max(
-        all_summary[k][s][str(t)]["loss_max"] for k in results["tasks"] for s in results["schemes"] for t in lengths
+        v
+        for k in results["tasks"]
+        for s in schemes
+        if s in all_summary[k]
+        for t in lengths
+        for v in (all_summary[k][s][str(t)]["loss_max"], all_summary[k][s][str(t)]["loss_beyond_max"] or 0.0)
     )
     axes[1].set_ylim(0.0, top * 1.3)
     for ax in axes:
@@ -96,44 +139,224 @@ def extrapolation_panorama(results: dict, *, task: str | None = None, band: str 
             va="top",
             transform=ax.get_xaxis_transform(),
         )
-    handles = [lines[("accuracy", scheme)] for scheme in results["schemes"]]
+    handles = [lines[("accuracy", scheme)] for scheme in schemes]
     fig.legend(
-        handles=handles, loc="lower center", ncols=len(handles), fontsize=9, frameon=False, bbox_to_anchor=(0.5, 0.0)
+        handles=handles,
+        loc="lower center",
+        ncols=min(len(handles), 4 if len(handles) > 4 else len(handles)),
+        fontsize=9,
+        frameon=False,
+        bbox_to_anchor=(0.5, 0.0),
     )
-    note = fig.text(0.5, 0.885, "", ha="center", va="bottom", fontsize=8, color="0.3")
-    fig.subplots_adjust(left=0.07, right=0.98, bottom=0.24, top=0.8, wspace=0.25)
+    labels = [axes[0].set_ylabel(""), axes[1].set_ylabel("")]
+    note = fig.text(0.5, 0.875, "", ha="center", va="bottom", fontsize=8, color="0.3")
+    bottom = 0.22 if len(handles) <= 4 else 0.27
+    fig.subplots_adjust(left=0.07, right=0.98, bottom=bottom, top=0.8, wspace=0.25)
     title = fig.suptitle("")
     lag = results["config"].get("lag")
 
-    def update(task: str, band: str):
-        if task not in results["tasks"]:
-            raise ValueError(f"task must be one of {results['tasks']}, got {task!r}")
-        if band not in ("minmax", "std"):
-            raise ValueError(f"band must be 'minmax' or 'std', got {band!r}")
+    def update(task: str, positions: str, band: str):
+        _check_choice("task", task, results["tasks"])
+        _check_choice("positions", positions, _POSITIONS)
+        _check_choice("band", band, ("minmax", "std"))
         summary = all_summary[task]
+        suffix = "_beyond" if positions == "beyond" else ""
+        shown = [t for t in lengths if positions == "all" or t > train_length]
         for (metric, scheme), line in lines.items():
-            line.set_ydata([summary[scheme][str(t)][f"{metric}_mean"] for t in lengths])
+            rows = [summary[scheme][str(t)] for t in shown] if scheme in summary else []
+            line.set_data(shown[: len(rows)], [r[f"{metric}{suffix}_mean"] for r in rows])
+            low = [r[f"{metric}{suffix}_min"] for r in rows]
+            high = [r[f"{metric}{suffix}_max"] for r in rows]
+            if band == "std":
+                low = [r[f"{metric}{suffix}_mean"] - r[f"{metric}{suffix}_std"] for r in rows]
+                high = [r[f"{metric}{suffix}_mean"] + r[f"{metric}{suffix}_std"] for r in rows]
+            bands[(metric, scheme)].set_data(shown[: len(rows)], low, high)  # the band is reshaped in place
+        where = f"positions t >= {train_length} only" if positions == "beyond" else "every scored position"
+        scored = "next characters" if task == "text" else "determined tokens"
+        labels[0].set_text(f"accuracy on {scored}")
+        labels[1].set_text("cross-entropy (nats per token)")
         title.set_text(
-            f"Task: {_TASK_TITLES.get(task, task).format(lag=lag)}. Trained at L = {train_length}, tested at 1x-8x L"
+            f"Task: {_TASK_TITLES.get(task, task).format(lag=lag)}. Trained at L = {train_length}, "
+            f"tested at 1x-8x L; {where}"
         )
-        for metric in _METRICS:
-            for scheme in results["schemes"]:
-                rows = [summary[scheme][str(t)] for t in lengths]
-                if band == "minmax":
-                    low = [r[f"{metric}_min"] for r in rows]
-                    high = [r[f"{metric}_max"] for r in rows]
-                else:
-                    low = [r[f"{metric}_mean"] - r[f"{metric}_std"] for r in rows]
-                    high = [r[f"{metric}_mean"] + r[f"{metric}_std"] for r in rows]
-                bands[(metric, scheme)].set_data(lengths, low, high)  # the band is reshaped in place
         what = "lowest to highest seed" if band == "minmax" else "mean ± 1 standard deviation"
+        n_seeds = len(results.get("task_seeds", {}).get(task, results["seeds"]))
         note.set_text(f"lines: mean over {n_seeds} seeds; shaded band: {what}; dashed line: training length")
-        # The axes' limits are fixed above, so only the lines, bands and texts are redrawn.
+        return FULL  # the y labels change
 
-    update(task, band)
-    artists = {"lines": lines, "bands": bands, "note": note, "title": title}
-    animated = [*bands.values(), *lines.values(), note, title]
-    return Drawing("extrapolation_panorama", fig, update, {"task": task, "band": band}, artists, animated)
+    update(task, positions, band)
+    artists = {"lines": lines, "bands": bands, "note": note, "title": title, "labels": labels}
+    return Drawing("extrapolation_panorama", fig, update, {"task": task, "positions": positions, "band": band}, artists)
+
+
+def loss_curves(results: dict, *, tasks=None, schemes=None) -> Drawing:
+    """Training loss at the training length against step, one panel per task, one line per seed.
+
+    Each seed trains until its own loss has plateaued, so each line has its own length. A dot
+    marks the step at which the seed's plateau rule held (filled) or the step limit stopped it
+    (hollow): there its learning rate begins its fall to zero, the last stretch of the line. The y
+    axis is logarithmic, so that a loss near zero and one near 1.5 nats are both readable.
+    ``schemes`` defaults to every scheme and ablation that has results for a task.
+    """
+    tasks = list(results["tasks"] if tasks is None else tasks)
+    fig, axes = new_figure(4.4 * len(tasks), 4.0, ncols=len(tasks))
+    axes = np.atleast_1d(axes)
+    lines, handles = {}, {}
+    for ax, task in zip(axes, tasks, strict=True):
+        chosen = schemes
+        if chosen is None:
+            chosen = [s for s in [*results["schemes"], *results.get("ablations", [])] if s in results["summary"][task]]
+        for scheme in chosen:
+            runs = [r for r in results["runs"] if r["task"] == task and r["scheme"] == scheme]
+            color = SCHEME_COLORS.get(scheme, "k")
+            for run in runs:
+                every = run["loss_curve_every"]
+                curve = np.asarray(run["loss_curve"], dtype=float)
+                steps = (np.arange(len(curve)) + 0.5) * every
+                (line,) = ax.plot(
+                    steps, curve, _STYLES.get(scheme, "-"), color=color, linewidth=0.8, alpha=0.75, label=_label(scheme)
+                )
+                lines[(task, scheme, run["seed"])] = line
+                handles.setdefault(_label(scheme), line)
+                index = min(int(run["stop_step"] // every), len(curve) - 1)
+                ax.plot(
+                    [steps[index]],
+                    [curve[index]],
+                    "o",
+                    color=color,
+                    markersize=4,
+                    markerfacecolor=color if run["plateaued"] else "white",
+                )
+        ax.set_yscale("log")
+        ax.set_xlabel("training step")
+        ax.set_title(_TASK_TITLES.get(task, task).format(lag=results["config"].get("lag")), fontsize=10)
+        ax.grid(alpha=0.3, which="major")
+    axes[0].set_ylabel("training loss at L (nats, log scale)")
+    fig.legend(
+        handles=list(handles.values()),
+        loc="lower center",
+        ncols=5,
+        fontsize=8,
+        frameon=False,
+        bbox_to_anchor=(0.5, 0.0),
+    )
+    fig.suptitle(
+        f"Training at L = {results['config']['train_length']}, one line per seed (means over "
+        f"{results['runs'][0]['loss_curve_every']} steps). Dot: the plateau rule held and the cool-down "
+        "begins (hollow: the step limit)",
+        fontsize=10,
+    )
+    fig.subplots_adjust(left=0.06, right=0.99, bottom=0.27, top=0.86, wspace=0.22)
+
+    def update():
+        return FULL
+
+    return Drawing("loss_curves", fig, update, {}, {"lines": lines})
+
+
+def per_position_curves(results: dict, *, task: str | None = None, metric: str = "accuracy", schemes=None) -> Drawing:
+    """Loss or accuracy at each position of the longest evaluation length (mean over seeds).
+
+    Each point is one position ``t`` of the ``8 L``-token sequences; the dashed line is the training
+    length. Parameters: ``task``, ``metric`` (``"accuracy"`` or ``"loss"``).
+    """
+    task = results["tasks"][0] if task is None else task
+    schemes = list(results["schemes"] if schemes is None else schemes)
+    train_length = int(results["config"]["train_length"])
+    longest = max(int(t) for t in results["eval_lengths"])
+    fig, ax = new_figure(9.0, 4.0)
+    positions = np.arange(longest)
+    lines = {}
+    for scheme in schemes:
+        (lines[scheme],) = ax.plot(
+            positions,
+            np.zeros(longest),
+            _STYLES.get(scheme, "-"),
+            color=SCHEME_COLORS.get(scheme, "k"),
+            linewidth=1.0,
+            label=_label(scheme),
+        )
+    ax.axvline(train_length, color="0.5", linestyle="--", linewidth=1.0)
+    ax.set_xlabel(f"position t in a sequence of T = {longest} tokens")
+    ax.set_xlim(0, longest - 1)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, ncols=4, loc="upper center", bbox_to_anchor=(0.5, -0.15), frameon=False)
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.3, top=0.88)
+    title = ax.set_title("")
+
+    def update(task: str, metric: str):
+        _check_choice("task", task, results["tasks"])
+        _check_choice("metric", metric, _METRICS)
+        summary = results["summary"][task]
+        values = []
+        for scheme, line in lines.items():
+            row = summary[scheme]["per_position"][metric] if scheme in summary else [None] * longest
+            y = np.array([np.nan if v is None else v for v in row], dtype=float)
+            line.set_ydata(y)
+            values.append(y)
+        if metric == "accuracy":
+            ax.set_ylim(-0.02, 1.02)
+            ax.set_ylabel("accuracy at position t")
+        else:
+            top = np.nanmax(np.concatenate(values))
+            ax.set_ylim(0.0, top * 1.05)
+            ax.set_ylabel("loss at position t (nats)")
+        title.set_text(
+            f"{_TASK_TITLES.get(task, task).format(lag=results['config'].get('lag'))}: {metric} at each position, "
+            f"trained at L = {train_length} (dashed), mean over "
+            f"{len(results.get('task_seeds', {}).get(task, results['seeds']))} seeds"
+        )
+        return FULL
+
+    update(task, metric)
+    return Drawing("per_position_curves", fig, update, {"task": task, "metric": metric}, {"lines": lines})
+
+
+def offset_attention(weights: dict, *, slopes: dict | None = None) -> Drawing:
+    """Mean attention weight by offset ``Δ`` for each head, one panel per model.
+
+    Args:
+        weights: ``{name: (layers, H, Δmax + 1) array}``, from ``helpers.experiment.offset_weights``.
+        slopes: ``{name: list of the ALiBi slopes of its heads}``, shown beside the rows, or None.
+
+    Rows are the heads (``layer.head``), columns the offsets ``Δ = 0 .. Δmax``; the colour is the
+    weight, on a square-root scale.
+    """
+    names = list(weights)
+    fig, axes = new_figure(3.6 * len(names), 3.4, ncols=len(names))
+    axes = np.atleast_1d(axes)
+    image = None
+    for ax, name in zip(axes, names, strict=True):
+        w = np.asarray(weights[name], dtype=float)  # (layers, H, Δ)
+        layers, heads, offsets = w.shape
+        image = ax.imshow(
+            w.reshape(layers * heads, offsets),
+            cmap="magma",
+            norm=PowerNorm(0.5, vmin=0.0, vmax=1.0),
+            aspect="auto",
+            interpolation="nearest",
+        )
+        rows = [f"{layer + 1}.{head + 1}" for layer in range(layers) for head in range(heads)]
+        if slopes and name in slopes:
+            rows = [f"{r}  m={_slope(slopes[name][i % heads])}" for i, r in enumerate(rows)]
+        ax.set_yticks(range(layers * heads), rows, fontsize=7)
+        ax.set_xticks(range(offsets))
+        ax.set_xlabel("offset Δ = t - j (tokens back)")
+        ax.set_title(_label(name), fontsize=10)
+        for y in range(heads, layers * heads, heads):
+            ax.axhline(y - 0.5, color="white", linewidth=1.0)
+    axes[0].set_ylabel("layer.head")
+    fig.colorbar(image, ax=list(axes), fraction=0.03, pad=0.02, label="mean attention weight (square-root scale)")
+    fig.subplots_adjust(left=0.12, right=0.86, bottom=0.16, top=0.86, wspace=0.55)
+
+    def update():
+        return FULL
+
+    return Drawing("offset_attention", fig, update, {}, {})
+
+
+def _slope(m: float) -> str:
+    return f"1/{round(1 / m)}" if m < 1 else f"{m:g}"
 
 
 def _head_weights(model, tokens: torch.Tensor, layer: int, head: int) -> np.ndarray:
@@ -201,7 +424,7 @@ def attention_maps(
             marks[scheme].set_visible(length > train_length)
             ax.set_xlim(-0.5, length - 0.5)
             ax.set_ylim(length - 0.5, length - rows - 0.5)
-            label = {"rope": "RoPE", "alibi": "ALiBi"}.get(scheme, scheme)
+            label = _label(scheme)
             ax.set_title(f"{label}, layer {layer + 1} head {head + 1}", fontsize=10)
         second = (
             f"dashed: keys {train_length} tokens back; farther keys are at distances never trained"

@@ -7,38 +7,65 @@ import ipywidgets
 from .. import plots
 from ._explorer import Explorer, records_call
 
-__all__ = ["extrapolation_explorer", "attention_maps_explorer"]
+__all__ = ["extrapolation_explorer", "per_position_explorer", "attention_maps_explorer"]
 
 
-@records_call(omit=("results",))
-def extrapolation_explorer(results: dict | None = None, task: str = "pattern") -> Explorer:
-    """Buttons for the task and for the spread shown (min-max over seeds, or ± one standard deviation).
-
-    ``results`` defaults to the cached ``data/extrapolation.json``.
-    """
+def _cached(results):
     if results is None:
         from .. import experiment
 
         results = experiment.load_results()
+    return results
+
+
+@records_call(omit=("results",))
+def extrapolation_explorer(
+    results: dict | None = None, task: str = "pattern", positions: str = "beyond", band: str = "minmax"
+) -> Explorer:
+    """Buttons for the task, the positions scored (past ``L`` only, or all) and the spread shown
+    (min-max over seeds, or ± one standard deviation) of ``plots.extrapolation_panorama``.
+
+    ``results`` defaults to the cached ``data/extrapolation.json``.
+    """
+    results = _cached(results)
     controls = {
         "task": ipywidgets.ToggleButtons(options=list(results["tasks"]), value=task, description="task"),
-        "band": ipywidgets.ToggleButtons(options=["minmax", "std"], value="minmax", description="spread"),
+        "positions": ipywidgets.ToggleButtons(options=["beyond", "all"], value=positions, description="positions"),
+        "band": ipywidgets.ToggleButtons(options=["minmax", "std"], value=band, description="spread"),
     }
-    return Explorer(plots.extrapolation_panorama(results, task=task), controls)
+    drawing = plots.extrapolation_panorama(results, task=task, positions=positions, band=band)
+    return Explorer(drawing, controls)
 
 
-@records_call()
-def attention_maps_explorer(heads: dict | None = None, length: int = 64, period: int = 7, seed: int = 3) -> Explorer:
+@records_call(omit=("results",))
+def per_position_explorer(results: dict | None = None, task: str = "lag", metric: str = "accuracy") -> Explorer:
+    """Buttons for the task and the metric of ``plots.per_position_curves`` (cached results by default)."""
+    results = _cached(results)
+    controls = {
+        "task": ipywidgets.ToggleButtons(options=list(results["tasks"]), value=task, description="task"),
+        "metric": ipywidgets.ToggleButtons(options=["accuracy", "loss"], value=metric, description="metric"),
+    }
+    return Explorer(plots.per_position_curves(results, task=task, metric=metric), controls)
+
+
+@records_call(omit=("models",))
+def attention_maps_explorer(
+    heads: dict | None = None, length: int = 64, period: int = 7, seed: int = 3, models: dict | None = None
+) -> Explorer:
     """A slider for the evaluation length ``T`` (16 to 128 by 8) over ``plots.attention_maps`` of the
     cached "pattern" models with ALiBi and RoPE, on ``experiment.pattern_probe(period, seed)``.
 
     ``heads``: ``{scheme: (layer, head)}`` to show; None picks each model's induction head at the
-    training length (``experiment.induction_heads``). A step runs both models (about 200 ms on
-    a CPU), so the figure follows the slider when it is released.
+    training length (``experiment.induction_heads``). ``models``: ``{(task, scheme): model}`` as
+    ``experiment.load_models`` returns (default: the cached ones; a retrained set when given). A
+    step runs both models (about 200 ms on a CPU), so the figure follows the slider when it is
+    released.
     """
     from .. import experiment
 
-    models, config = experiment.load_models()
+    saved, config = experiment.load_models()
+    if models is None:
+        models = saved
     maps = {scheme: models[("pattern", scheme)] for scheme in ("alibi", "rope")}
     tokens = experiment.pattern_probe(config, period=period, seed=seed)
     if heads is None:
