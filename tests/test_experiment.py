@@ -620,19 +620,65 @@ def test_committed_results_file_has_the_schema():
 
 def test_panorama_draws_the_summary_and_its_spread(tiny_results):
     results, _ = tiny_results
-    drawing = helpers.plots.extrapolation_panorama(results)
+    lengths = results["eval_lengths"]
+    beyond = [t for t in lengths if t > results["config"]["train_length"]]
+    drawing = helpers.plots.extrapolation_panorama(results)  # past L only, by default
     line = drawing.artists["lines"][("accuracy", "rope")]
-    expected = [results["summary"]["lag"]["rope"][str(t)]["accuracy_mean"] for t in results["eval_lengths"]]
+    expected = [results["summary"]["lag"]["rope"][str(t)]["accuracy_beyond_mean"] for t in beyond]
     np.testing.assert_allclose(line.get_ydata(), expected)
-    np.testing.assert_allclose(line.get_xdata(), results["eval_lengths"])
-    drawing.update(task="pattern", band="std")
-    line = drawing.artists["lines"][("accuracy", "rope")]
-    expected = [results["summary"]["pattern"]["rope"][str(t)]["accuracy_mean"] for t in results["eval_lengths"]]
+    np.testing.assert_allclose(line.get_xdata(), beyond)
+    drawing.update(task="pattern", band="std", positions="all")
+    line = drawing.artists["lines"][("loss", "t5")]
+    expected = [results["summary"]["pattern"]["t5"][str(t)]["loss_mean"] for t in lengths]
     np.testing.assert_allclose(line.get_ydata(), expected)
+    np.testing.assert_allclose(line.get_xdata(), lengths)
     assert "standard deviation" in drawing.artists["note"].get_text()
+    assert "every scored position" in drawing.artists["title"].get_text()
     assert drawing.png()[:4] == b"\x89PNG"
     with pytest.raises(ValueError, match="band"):
         drawing.update(band="iqr")
+    with pytest.raises(ValueError, match="positions"):
+        drawing.update(positions="first")
+    ablation = helpers.plots.extrapolation_panorama(results, schemes=["alibi", "alibi_x8"])
+    assert set(ablation.artists["lines"]) == {(m, s) for m in ("accuracy", "loss") for s in ("alibi", "alibi_x8")}
+    with pytest.raises(ValueError, match="schemes"):
+        helpers.plots.extrapolation_panorama(results, schemes=["xpos"])
+
+
+def test_loss_curves_draw_every_seed_to_its_own_end(tiny_results):
+    results, _ = tiny_results
+    drawing = helpers.plots.loss_curves(results)
+    lines = drawing.artists["lines"]
+    assert len(lines) == len(results["runs"])
+    for run in results["runs"]:
+        line = lines[(run["task"], run["scheme"], run["seed"])]
+        np.testing.assert_allclose(line.get_ydata(), run["loss_curve"])
+        assert line.get_xdata()[-1] < run["steps"] <= line.get_xdata()[-1] + run["loss_curve_every"]
+    assert drawing.png()[:4] == b"\x89PNG"
+
+
+def test_per_position_curves_draw_the_mean_over_seeds(tiny_results):
+    results, _ = tiny_results
+    drawing = helpers.plots.per_position_curves(results, task="pattern")
+    line = drawing.artists["lines"]["rope"]
+    expected = [np.nan if v is None else v for v in results["summary"]["pattern"]["rope"]["per_position"]["accuracy"]]
+    np.testing.assert_allclose(line.get_ydata(), expected)  # NaN (a gap) where no sequence is scored
+    assert np.isnan(line.get_ydata()[0])  # the first token of a pattern is never scored
+    drawing.update(metric="loss", task="text")
+    expected = results["summary"]["text"]["rope"]["per_position"]["loss"]
+    np.testing.assert_allclose(drawing.artists["lines"]["rope"].get_ydata(), expected)
+    with pytest.raises(ValueError, match="metric"):
+        drawing.update(metric="perplexity")
+
+
+def test_offset_attention_shows_each_head_by_offset():
+    weights = {"a": np.arange(2 * 3 * 5).reshape(2, 3, 5) / 30.0, "b": np.ones((2, 3, 5)) / 5}
+    drawing = helpers.plots.offset_attention(weights, slopes={"a": [0.5, 0.25, 0.125]})
+    images = drawing.artists["images"]
+    np.testing.assert_allclose(images["a"].get_array(), weights["a"].reshape(6, 5))
+    assert [t.get_text() for t in drawing.fig.axes[0].get_yticklabels()][3] == "2.1  m=1/2"
+    with pytest.raises(ValueError, match="weights"):
+        helpers.plots.offset_attention({"a": np.ones((3, 5))})
 
 
 def test_attention_maps_follow_the_length(tiny_results):

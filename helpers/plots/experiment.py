@@ -323,13 +323,16 @@ def offset_attention(weights: dict, *, slopes: dict | None = None) -> Drawing:
     weight, on a square-root scale.
     """
     names = list(weights)
+    for name in names:
+        if np.ndim(weights[name]) != 3:
+            raise ValueError(f"weights[{name!r}] must be (layers, H, offsets), got shape {np.shape(weights[name])}")
     fig, axes = new_figure(3.6 * len(names), 3.4, ncols=len(names))
     axes = np.atleast_1d(axes)
-    image = None
+    images = {}
     for ax, name in zip(axes, names, strict=True):
         w = np.asarray(weights[name], dtype=float)  # (layers, H, Δ)
         layers, heads, offsets = w.shape
-        image = ax.imshow(
+        image = images[name] = ax.imshow(
             w.reshape(layers * heads, offsets),
             cmap="magma",
             norm=PowerNorm(0.5, vmin=0.0, vmax=1.0),
@@ -352,7 +355,7 @@ def offset_attention(weights: dict, *, slopes: dict | None = None) -> Drawing:
     def update():
         return FULL
 
-    return Drawing("offset_attention", fig, update, {}, {})
+    return Drawing("offset_attention", fig, update, {}, {"images": images})
 
 
 def _slope(m: float) -> str:
