@@ -60,6 +60,12 @@ def _label(scheme: str) -> str:
     return SCHEME_LABELS.get(scheme, scheme)
 
 
+def _seeds(results: dict, task: str, schemes) -> str:
+    """"5 seeds", or "3 to 5 seeds" when the schemes shown of ``task`` differ in their seed count."""
+    counts = sorted({len(results["summary"][task][s]["seeds"]) for s in schemes if s in results["summary"][task]})
+    return f"{counts[0]} seeds" if len(counts) == 1 else f"{counts[0]} to {counts[-1]} seeds"
+
+
 def _check_choice(name: str, value, options) -> None:
     if value not in options:
         raise ValueError(f"{name} must be one of {tuple(options)}, got {value!r}")
@@ -180,8 +186,7 @@ def extrapolation_panorama(
             f"tested at 1x-8x L; {where}"
         )
         what = "lowest to highest seed" if band == "minmax" else "mean ± 1 standard deviation"
-        n_seeds = len(results.get("task_seeds", {}).get(task, results["seeds"]))
-        note.set_text(f"lines: mean over {n_seeds} seeds; shaded band: {what}; dashed line: training length")
+        note.set_text(f"lines: mean over {_seeds(results, task, schemes)}; shaded band: {what}; dashed line: L")
         return FULL  # the y labels change
 
     update(task, positions, band)
@@ -304,7 +309,7 @@ def per_position_curves(results: dict, *, task: str | None = None, metric: str =
         title.set_text(
             f"{_TASK_TITLES.get(task, task).format(lag=results['config'].get('lag'))}: {metric} at each position, "
             f"trained at L = {train_length} (dashed), mean over "
-            f"{len(results.get('task_seeds', {}).get(task, results['seeds']))} seeds"
+            f"{_seeds(results, task, list(lines))}"
         )
         return FULL
 
