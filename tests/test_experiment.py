@@ -645,6 +645,26 @@ def test_panorama_draws_the_summary_and_its_spread(tiny_results):
         helpers.plots.extrapolation_panorama(results, schemes=["xpos"])
 
 
+def test_panorama_scale_axes_and_baselines_follow_the_task():
+    """Text losses (1 to 4 nats) on a linear axis with the two no-context baselines; synthetic losses
+    near 0 on a symlog one without them; past L only, the axes start after L and hide its line."""
+    results = ex.load_results()
+    train_length = results["config"]["train_length"]
+    drawing = helpers.plots.extrapolation_panorama(results, task="text")
+    accuracy_axes, loss_axes = drawing.fig.axes[:2]
+    baselines = drawing.artists["baselines"]
+    assert loss_axes.get_yscale() == "linear"
+    assert baselines["loss"].get_visible() and baselines["accuracy"].get_visible()
+    assert baselines["loss"].get_ydata()[0] == results["text_corpus"]["unigram_loss"]
+    assert baselines["accuracy"].get_ydata()[0] == results["text_corpus"]["most_common_accuracy"]
+    assert accuracy_axes.get_xlim()[0] > train_length and loss_axes.get_xlim()[0] > train_length
+    assert "dashed" not in drawing.artists["note"].get_text() and "dotted" in drawing.artists["note"].get_text()
+    drawing.update(task="lag", positions="all", band="minmax")
+    assert loss_axes.get_yscale() == "symlog" and "linear below 0.1" in loss_axes.get_title()
+    assert not baselines["loss"].get_visible() and not baselines["accuracy"].get_visible()
+    assert accuracy_axes.get_xlim()[0] < train_length and "dashed line: L" in drawing.artists["note"].get_text()
+
+
 def test_loss_curves_draw_every_seed_to_its_own_end(tiny_results):
     results, _ = tiny_results
     drawing = helpers.plots.loss_curves(results)

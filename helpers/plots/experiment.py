@@ -61,7 +61,7 @@ def _label(scheme: str) -> str:
 
 
 def _seeds(results: dict, task: str, schemes) -> str:
-    """"5 seeds", or "3 to 5 seeds" when the schemes shown of ``task`` differ in their seed count."""
+    """ "5 seeds", or "3 to 5 seeds" when the schemes shown of ``task`` differ in their seed count."""
     counts = sorted({len(results["summary"][task][s]["seeds"]) for s in schemes if s in results["summary"][task]})
     return f"{counts[0]} seeds" if len(counts) == 1 else f"{counts[0]} to {counts[-1]} seeds"
 
@@ -98,7 +98,7 @@ def extrapolation_panorama(
     lengths = [int(t) for t in results["eval_lengths"]]
     train_length = int(results["config"]["train_length"])
     fig, axes = new_figure(10.0, 4.4, ncols=2)
-    lines, bands = {}, {}
+    lines, bands, marks = {}, {}, []  # marks: the dashed line at L and its label, shown with every position
     for ax, metric in zip(axes, _METRICS, strict=True):
         for scheme in schemes:
             (line,) = ax.plot(
@@ -116,7 +116,7 @@ def extrapolation_panorama(
             bands[(metric, scheme)] = ax.fill_between(
                 lengths, zeros, zeros, color=SCHEME_COLORS.get(scheme, "k"), alpha=0.18, linewidth=0
             )
-        ax.axvline(train_length, color="0.5", linestyle="--", linewidth=1.0)
+        marks.append(ax.axvline(train_length, color="0.5", linestyle="--", linewidth=1.0))
         ax.set_xscale("log", base=2)
         ax.set_xticks(lengths, [str(t) for t in lengths])
         ax.minorticks_off()
@@ -124,19 +124,13 @@ def extrapolation_panorama(
         ax.grid(alpha=0.3)
     axes[0].set_ylim(-0.02, 1.02)
     axes[0].set_title("accuracy (higher is better)")
-    axes[1].set_title("loss (lower is better)")
-    axes[1].set_yscale("symlog", linthresh=0.1)
-    top = max(
-        v
-        for k in results["tasks"]
-        for s in schemes
-        if s in all_summary[k]
-        for t in lengths
-        for v in (all_summary[k][s][str(t)]["loss_max"], all_summary[k][s][str(t)]["loss_beyond_max"] or 0.0)
-    )
-    axes[1].set_ylim(0.0, top * 1.3)
+
+    def top_loss(task: str) -> float:
+        rows = [all_summary[task][s][str(t)] for s in schemes if s in all_summary[task] for t in lengths]
+        return max(v for r in rows for v in (r["loss_max"], r["loss_beyond_max"] or 0.0))
+
     for ax in axes:
-        ax.text(
+        label = ax.text(
             train_length * 1.05,
             0.97,
             f"L = {train_length}",
@@ -145,6 +139,22 @@ def extrapolation_panorama(
             va="top",
             transform=ax.get_xaxis_transform(),
         )
+        marks.append(label)
+    # The text task's two baselines that read no context (character frequencies, the most common
+    # character), drawn when the text task is shown and the results record them.
+    corpus = results.get("text_corpus") or {}
+    baselines = {
+        "accuracy": axes[0].axhline(corpus.get("most_common_accuracy", 0.0), color="0.3", linestyle=":", linewidth=1.2),
+        "loss": axes[1].axhline(corpus.get("unigram_loss", 0.0), color="0.3", linestyle=":", linewidth=1.2),
+    }
+    baseline_labels = {
+        "accuracy": axes[0].text(1.0, 0.0, " always the most common character", color="0.3", fontsize=7, va="bottom"),
+        "loss": axes[1].text(1.0, 0.0, " character frequencies alone", color="0.3", fontsize=7, va="bottom"),
+    }
+    for metric, line in baselines.items():
+        label = baseline_labels[metric]
+        label.set_transform(axes[0 if metric == "accuracy" else 1].get_yaxis_transform())
+        label.set_position((0.0, line.get_ydata()[0]))
     handles = [lines[("accuracy", scheme)] for scheme in schemes]
     fig.legend(
         handles=handles,
@@ -166,6 +176,27 @@ def extrapolation_panorama(
         _check_choice("positions", positions, _POSITIONS)
         _check_choice("band", band, ("minmax", "std"))
         summary = all_summary[task]
+        # Losses near zero (the synthetic tasks) spread out on a scale that is linear below 0.1 and
+        # logarithmic above; text losses (1 to 4 nats) read best on a linear one.
+        if task == "text":
+            axes[1].set_yscale("linear")
+            axes[1].set_ylim(0.0, top_loss(task) * 1.08)
+            axes[1].set_title("loss (lower is better)")
+        else:
+            axes[1].set_yscale("symlog", linthresh=0.1)
+            axes[1].set_ylim(0.0, top_loss(task) * 1.3)
+            axes[1].set_title("loss (lower is better; linear below 0.1, log above)")
+        # Past L there is nothing at T = L: the axes start just before 2L.
+        for ax in axes:
+            ax.set_xlim(lengths[0] * 0.9 if positions == "all" else lengths[1] * 0.85, lengths[-1] * 1.1)
+        for mark in marks:
+            mark.set_visible(positions == "all")
+        for metric in baselines:
+            shown_baseline = (
+                task == "text" and ("unigram_loss" if metric == "loss" else "most_common_accuracy") in corpus
+            )
+            baselines[metric].set_visible(shown_baseline)
+            baseline_labels[metric].set_visible(shown_baseline)
         suffix = "_beyond" if positions == "beyond" else ""
         shown = [t for t in lengths if positions == "all" or t > train_length]
         for (metric, scheme), line in lines.items():
@@ -186,11 +217,13 @@ def extrapolation_panorama(
             f"tested at 1x-8x L; {where}"
         )
         what = "lowest to highest seed" if band == "minmax" else "mean ± 1 standard deviation"
-        note.set_text(f"lines: mean over {_seeds(results, task, schemes)}; shaded band: {what}; dashed line: L")
+        dashed = "; dashed line: L" if positions == "all" else ""
+        dotted = "; dotted: no context at all" if task == "text" and corpus else ""
+        note.set_text(f"lines: mean over {_seeds(results, task, schemes)}; shaded band: {what}{dashed}{dotted}")
         return FULL  # the y labels change
 
     update(task, positions, band)
-    artists = {"lines": lines, "bands": bands, "note": note, "title": title, "labels": labels}
+    artists = {"lines": lines, "bands": bands, "note": note, "title": title, "labels": labels, "baselines": baselines}
     return Drawing("extrapolation_panorama", fig, update, {"task": task, "positions": positions, "band": band}, artists)
 
 
