@@ -153,6 +153,24 @@ def test_interleaved_table_equals_stacked_sin_cos(monkeypatch, dtype, float64_he
     assert torch.equal(table, torch.stack((sin, cos), dim=-1).reshape(300, 24))
 
 
+def test_float32_speeds_are_taken_at_their_exact_value():
+    """A float32 speed is an exact float64 number: the tables are sin and cos of ``m`` times that
+    number, as precise at 5,000,000 as with float64 speeds (a speed divided by 2π in float32 would
+    put the angle off by about 0.2 rad there)."""
+    from helpers._angles import sin_cos_interleaved, sin_cos_table
+
+    positions = sampled_positions()[-300:]
+    speeds = helpers.frequencies(24).float()
+    angle = torch.outer(positions.double(), speeds.double())  # (T, 12), exact speeds in float64
+    for dtype, tol in ((torch.float32, 1e-6), (torch.float64, 1e-9)):
+        sin, cos = sin_cos_table(positions, speeds, device="cpu", dtype=dtype)
+        table = sin_cos_interleaved(positions, speeds, device="cpu", dtype=dtype)  # (T, 24)
+        for got, want in ((sin, torch.sin(angle)), (cos, torch.cos(angle)), (table[:, 0::2], torch.sin(angle))):
+            assert got.dtype == dtype
+            assert float((got.double() - want).abs().max()) < tol
+        assert float((table[:, 1::2].double() - torch.cos(angle)).abs().max()) < tol
+
+
 # --- Devices without float64 (Apple's MPS), simulated on the CPU. ---------------------------------
 
 
@@ -249,7 +267,7 @@ def test_the_float64_product_is_formed_on_a_device_that_has_float64(dtype):
 
 @pytest.fixture
 def float64_by_default():
-    """torch's default dtype set to float64, as some notebooks do, and restored after the test."""
+    """torch's default dtype set to float64, as some notebooks do (the test may set others), restored after the test."""
     before = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
     yield
@@ -260,7 +278,10 @@ def test_tables_do_not_depend_on_torchs_default_dtype(float64_by_default):
     positions = sampled_positions()[-300:]
     torch.set_default_dtype(torch.float32)
     pe, (cos, sin) = helpers.sinusoidal_pe(positions, 24), helpers.rope_cos_sin(positions, 24)
-    torch.set_default_dtype(torch.float64)
-    pe64, (cos64, sin64) = helpers.sinusoidal_pe(positions, 24), helpers.rope_cos_sin(positions, 24)
-    for want, got in ((pe, pe64), (cos, cos64), (sin, sin64)):
-        assert got.dtype == torch.float32 and torch.equal(got, want)
+    # float64, and the short dtypes that some model code makes the default (a float32 table must
+    # not pass through one of them).
+    for default in (torch.float64, torch.bfloat16, torch.float16):
+        torch.set_default_dtype(default)
+        pe64, (cos64, sin64) = helpers.sinusoidal_pe(positions, 24), helpers.rope_cos_sin(positions, 24)
+        for want, got in ((pe, pe64), (cos, cos64), (sin, sin64)):
+            assert got.dtype == torch.float32 and torch.equal(got, want), default
