@@ -10,10 +10,15 @@ from __future__ import annotations
 import importlib
 import itertools
 import math
+import re
+import types
+import warnings
 
 import pytest
 import torch
-from _support import device_params
+import torch.utils._triton
+from _support import device_params, raises_naming
+from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import helpers
@@ -195,7 +200,7 @@ def test_flex_alibi_on_cuda(causal, tq, tk):
         pytest.skip("needs CUDA")
     q, k, v = _qkv(tq, tk, lead=(2, 4), d=64, dv=64, device="cuda", dtype=torch.float32)
     _flex_or_skip(q, k, v)
-    slopes = helpers.alibi_slopes(4).float().cuda()
+    slopes = helpers.alibi_slopes(4).cuda()  # float64, as alibi_slopes makes them: the kernel computes in float32
     flex, _ = helpers.attention(q, k, v, causal=causal, alibi_slopes=slopes, need_weights=False, flex=True)
     eager, _ = helpers.attention(q.double(), k.double(), v.double(), causal=causal, alibi_slopes=slopes.double())
     torch.testing.assert_close(flex.double(), eager, rtol=2e-4, atol=2e-4)
@@ -223,3 +228,170 @@ def test_fused_causal_attention_stores_no_square_tensor(need_weights, expect_squ
     with _LargestTensor() as probe:
         helpers.attention(q, k, v, causal=True, need_weights=need_weights)
     assert (probe.largest >= 512 * 512) == expect_square, probe.largest
+
+
+def _says(reason, *words):
+    """``reason`` holds every one of ``words`` as a whole word (as ``raises_naming`` checks a message)."""
+    assert reason is not None
+    for word in words:
+        assert re.search(rf"(?<![\w.]){re.escape(word)}(?!\w)", reason), f"{word!r} missing from {reason!r}"
+
+
+def _found_compilers(monkeypatch, *found, platform="linux"):
+    """Make ``_flex_unavailable`` see exactly the C++ compilers ``found`` on the PATH, on ``platform``."""
+    which = lambda name: f"/usr/bin/{name}" if name in found else None  # noqa: E731
+    monkeypatch.setattr(attention_module, "shutil", types.SimpleNamespace(which=which))
+    monkeypatch.setattr(attention_module, "sys", types.SimpleNamespace(platform=platform))
+
+
+def _alibi(q, k, v, flex):
+    """Causal ALiBi attention through the fused path, with FlexAttention per ``flex``."""
+    slopes = helpers.alibi_slopes(q.shape[-3]).to(q.device)
+    return helpers.attention(q, k, v, causal=True, alibi_slopes=slopes, need_weights=False, flex=flex)[0]
+
+
+@pytest.mark.parametrize("compiler", ["g++", "c++", "clang++"])
+def test_flex_runs_on_the_cpu_with_any_one_cpp_compiler_in_grad_mode(monkeypatch, compiler):
+    """float32, a compiler, nothing requiring grad: FlexAttention is used, even with grad mode on."""
+    _found_compilers(monkeypatch, compiler)
+    q, k, v = _qkv(4, 6, dtype=torch.float32)
+    assert torch.is_grad_enabled()
+    assert attention_module._flex_unavailable(q, k, v) is None
+
+
+@pytest.mark.parametrize("platform, found", [("linux", ()), ("win32", ("g++", "c++", "clang++"))])
+def test_flex_without_a_usable_cpp_compiler_says_why_or_falls_back(monkeypatch, platform, found):
+    """No compiler on the PATH, or Windows: flex=True says why; flex=None uses the materialised bias."""
+    _found_compilers(monkeypatch, *found, platform=platform)
+    q, k, v = _qkv(4, 6, dtype=torch.float32)
+    raises_naming(ValueError, lambda: _alibi(q, k, v, True), "flex=True", "torch.compile", "CPU", "C++", "g++")
+    torch.testing.assert_close(_alibi(q, k, v, None), _alibi(q, k, v, False), rtol=0, atol=0)
+
+
+def test_flex_on_the_cpu_refuses_inputs_that_require_grad(monkeypatch):
+    """The CPU kernel has no backward pass: inputs requiring grad are refused, unless grad mode is off."""
+    _found_compilers(monkeypatch, "g++")
+    q, k, v = _qkv(4, 6, dtype=torch.float32)
+    q.requires_grad_(True)
+    raises_naming(ValueError, lambda: _alibi(q, k, v, True), "flex=True", "FlexAttention", "CPU", "grad")
+    with torch.no_grad():
+        assert attention_module._flex_unavailable(q, k, v) is None
+
+
+def test_flex_says_when_torch_compile_does_not_support_this_python(monkeypatch):
+    _found_compilers(monkeypatch, "g++")
+    monkeypatch.setattr(torch._dynamo, "is_dynamo_supported", lambda: False)
+    q, k, v = _qkv(4, 6, dtype=torch.float32)
+    raises_naming(ValueError, lambda: _alibi(q, k, v, True), "flex=True", "torch.compile", "FlexAttention", "Python")
+    torch.testing.assert_close(_alibi(q, k, v, None), _alibi(q, k, v, False), rtol=0, atol=0)
+
+
+def test_flex_says_when_the_value_width_differs_from_the_query_width(monkeypatch):
+    _found_compilers(monkeypatch, "g++")
+    q, k, v = _qkv(5, 7, d=8, dv=12, dtype=torch.float32)  # lead (2, 3): every size differs from d and dv
+    raises_naming(ValueError, lambda: _alibi(q, k, v, True), "flex=True", "dv = 12", "d = 8")
+    torch.testing.assert_close(_alibi(q, k, v, None), _alibi(q, k, v, False), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("triton", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_flex_on_cuda_needs_triton_and_a_kernel_dtype(monkeypatch, triton, dtype):
+    """CUDA tensors without a GPU: fake tensors carry a real CUDA device and dtype, and no data."""
+    monkeypatch.setattr(torch.utils._triton, "has_triton", lambda: triton)
+    with FakeTensorMode():
+        q = torch.empty(2, 3, 5, 8, device="cuda", dtype=dtype)
+    reason = attention_module._flex_unavailable(q, q, q)
+    if not triton:
+        _says(reason, "FlexAttention", "CUDA", "Triton")
+    elif dtype == torch.float64:
+        _says(reason, "CUDA", "torch.float64")
+    else:
+        assert reason is None
+
+
+def test_flex_is_not_used_on_other_devices(monkeypatch):
+    monkeypatch.setattr(torch.utils._triton, "has_triton", lambda: True)
+    q = torch.empty(2, 3, 5, 8, device="meta")
+    _says(attention_module._flex_unavailable(q, q, q), "meta")
+
+
+@pytest.mark.parametrize("tq, tk", [(300, 300), (1, 300), (129, 129), (1, 129), (200, 300), (127, 255)])
+def test_causal_block_mask_keeps_exactly_the_key_blocks_with_a_visible_key(tq, tk):
+    """FlexAttention tiles of 128 x 128: a tile is listed if and only if the causal mask shows a key in it.
+
+    A missing tile drops keys; an extra one (above the diagonal) is computed only to be masked out.
+    """
+    pytest.importorskip("torch.nn.attention.flex_attention")
+    block = 128  # FlexAttention's default tile, the one its kernels are tuned for
+    n_q, n_k = -(-tq // block), -(-tk // block)
+    padded = torch.zeros(n_q * block, n_k * block, dtype=torch.bool)
+    padded[:tq, :tk] = helpers.causal_mask(tq, tk)
+    expected = padded.reshape(n_q, block, n_k, block).any(dim=3).any(dim=1)  # (n_q, n_k)
+    block_mask = attention_module._causal_block_mask(tq, tk, "cpu")
+    assert block_mask.to_dense()[0, 0].bool().equal(expected)
+    # The block tables are int32, as create_block_mask makes them and the kernels index them.
+    assert block_mask.kv_num_blocks.dtype == block_mask.kv_indices.dtype == torch.int32
+    # Inside a listed tile, the mask_mod hides the keys after the query (bottom-right aligned).
+    visible = block_mask.mask_mod(0, 0, torch.arange(tq)[:, None], torch.arange(tk)[None, :])
+    assert visible.equal(helpers.causal_mask(tq, tk))
+
+
+def test_alibi_bias_and_block_mask_are_made_on_the_device_of_the_inputs():
+    """On the meta device, which refuses to mix with CPU tensors, as a GPU does (no GPU needed)."""
+    pytest.importorskip("torch.nn.attention.flex_attention")
+    slopes = torch.ones(3, device="meta")
+    bias = attention_module._alibi_distance_bias(slopes, 4, 9, dtype=torch.float32)
+    assert (bias.shape, bias.device, bias.dtype) == ((3, 4, 9), torch.device("meta"), torch.float32)
+    block_mask = attention_module._causal_block_mask(200, 300, torch.device("meta"))
+    tables = (block_mask.kv_num_blocks, block_mask.kv_indices, block_mask.q_num_blocks, block_mask.q_indices)
+    assert {t.device for t in tables} == {torch.device("meta")}
+
+
+@pytest.fixture
+def eager_flex(monkeypatch):
+    """``torch.compile`` made the identity, so that ``_flex_alibi`` runs torch's uncompiled FlexAttention.
+
+    Uncompiled, FlexAttention computes the same attention densely (its reference implementation) in a
+    fraction of a second, where compiling takes seconds per shape; the slow tests check the compiled kernel.
+    """
+    flex_module = pytest.importorskip("torch.nn.attention.flex_attention")
+    monkeypatch.setattr(flex_module, "_FLEX_ATTENTION_DISABLE_COMPILE_DEBUG", True)  # no compiling inside either
+    monkeypatch.setattr(torch, "compile", lambda fn: fn)
+    _found_compilers(monkeypatch, "g++")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("q_lead, kv_lead", [((4,), (4,)), ((3, 2, 4), (1, 4))])
+def test_flex_alibi_for_leading_dims(eager_flex, causal, q_lead, kv_lead):
+    """Heads only, or several batch dimensions that broadcast: the same output as the materialised bias."""
+    gen = torch.Generator().manual_seed(3)
+    q = torch.randn(*q_lead, 4, 16, generator=gen)
+    k = torch.randn(*kv_lead, 9, 16, generator=gen)
+    v = torch.randn(*kv_lead, 9, 16, generator=gen)
+    slopes = helpers.alibi_slopes(4)
+    flex, _ = helpers.attention(q, k, v, causal=causal, alibi_slopes=slopes, need_weights=False, flex=True)
+    materialised, _ = helpers.attention(q, k, v, causal=causal, alibi_slopes=slopes, need_weights=False, flex=False)
+    assert flex.shape == (*torch.broadcast_shapes(q_lead, kv_lead), 4, 16)
+    torch.testing.assert_close(flex, materialised, rtol=1e-5, atol=1e-5)
+
+
+def test_flex_silences_only_the_script_method_deprecation_of_the_compiler(eager_flex, monkeypatch):
+    """Compiling imports torch.utils.mkldnn, which warns that ``torch.jit.script_method`` is deprecated.
+
+    That warning, which the user can do nothing about, is hidden; any other warning still reaches the user.
+    """
+
+    def compile_that_warns(fn):
+        def compiled(*args, **kwargs):
+            warnings.warn("`torch.jit.script_method` is deprecated", DeprecationWarning, stacklevel=1)
+            warnings.warn("another deprecation", DeprecationWarning, stacklevel=1)
+            return fn(*args, **kwargs)
+
+        return compiled
+
+    monkeypatch.setattr(torch, "compile", compile_that_warns)
+    q, k, v = _qkv(4, 6, dtype=torch.float32)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _alibi(q, k, v, True)
+    assert [str(w.message) for w in caught] == ["another deprecation"]
