@@ -134,7 +134,9 @@ def _flex_unavailable(q, k, v) -> str | None:
             return f"on the CPU only float32 is used with FlexAttention, got {q.dtype}"
         if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
             return "FlexAttention on the CPU has no backward pass and q, k or v requires grad"
-        if sys.platform == "win32" or not any(shutil.which(c) for c in ("g++", "c++", "clang++")):
+        if sys.platform == "win32":
+            return "torch.compile on the CPU builds C++ kernels (g++, clang++ or MSVC): not relied on under Windows"
+        if not any(shutil.which(c) for c in ("g++", "c++", "clang++")):
             return "torch.compile on the CPU needs a C++ compiler (g++ or clang++) and none was found"
         return None
     if kind == "cuda":

@@ -259,12 +259,14 @@ def test_flex_runs_on_the_cpu_with_any_one_cpp_compiler_in_grad_mode(monkeypatch
     assert attention_module._flex_unavailable(q, k, v) is None
 
 
-@pytest.mark.parametrize("platform, found", [("linux", ()), ("win32", ("g++", "c++", "clang++"))])
-def test_flex_without_a_usable_cpp_compiler_says_why_or_falls_back(monkeypatch, platform, found):
+@pytest.mark.parametrize(
+    "platform, found, why", [("linux", (), "none was found"), ("win32", ("g++", "c++", "clang++"), "Windows")]
+)
+def test_flex_without_a_usable_cpp_compiler_says_why_or_falls_back(monkeypatch, platform, found, why):
     """No compiler on the PATH, or Windows: flex=True says why; flex=None uses the materialised bias."""
     _found_compilers(monkeypatch, *found, platform=platform)
     q, k, v = _qkv(4, 6, dtype=torch.float32)
-    raises_naming(ValueError, lambda: _alibi(q, k, v, True), "flex=True", "torch.compile", "CPU", "C++", "g++")
+    raises_naming(ValueError, lambda: _alibi(q, k, v, True), "flex=True", "torch.compile", "CPU", "C++", "g++", why)
     torch.testing.assert_close(_alibi(q, k, v, None), _alibi(q, k, v, False), rtol=0, atol=0)
 
 
