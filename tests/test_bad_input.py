@@ -10,6 +10,11 @@ import helpers
 
 q = torch.randn(2, 4, 8)
 INTS = torch.ones(3, 4, dtype=torch.int64)
+Q3 = torch.randn(3, 4, 8)  # leading dimension 3, which does not broadcast with the 2 of q
+ROW_HIDDEN = torch.zeros(2, 4, 4)
+ROW_HIDDEN[1, 2] = float("-inf")
+FIRST_HIDDEN = torch.zeros(4, 4)
+FIRST_HIDDEN[0, 0] = float("-inf")
 CASES = [
     # (call, error type, words the message must contain)
     (lambda: helpers.frequencies(7), ValueError, ["d", "7", "even"]),
@@ -77,6 +82,65 @@ CASES = [
     (lambda: helpers.alibi_bias(4, -2), ValueError, ["n_queries", "-2"]),
     (lambda: helpers.alibi_bias(4, 5, 3), ValueError, ["n_queries", "5", "n_keys", "3"]),
     (lambda: helpers.plots.one_clock().update(speed=1.0), TypeError, ["speed", "theta"]),
+    (lambda: helpers.attention(q, q.long(), q), TypeError, ["k", "torch.int64", "floating"]),
+    (lambda: helpers.attention(q, q, q.long()), TypeError, ["v", "torch.int64", "floating"]),
+    (lambda: helpers.attention(q, torch.randn(8), q), ValueError, ["k", "(8,)", "(..., T, d)"]),
+    (lambda: helpers.attention(q, q, torch.randn(8)), ValueError, ["v", "(8,)", "(..., T, d)"]),
+    (lambda: helpers.attention(q, q.to("meta"), q), ValueError, ["q", "k", "v", "device", "cpu", "meta"]),
+    # Leading dimensions that do not broadcast, whichever of q, k, v is the odd one out.
+    (lambda: helpers.attention(q, Q3, Q3), ValueError, ["q", "(2, 4, 8)", "k", "(3, 4, 8)", "broadcast"]),
+    (lambda: helpers.attention(q, Q3, q), ValueError, ["q", "(2, 4, 8)", "k", "(3, 4, 8)", "broadcast"]),
+    (lambda: helpers.attention(q, q, Q3), ValueError, ["q", "(2, 4, 8)", "v", "(3, 4, 8)", "broadcast"]),
+    (lambda: helpers.attention(q, q, q, bias=torch.zeros(4, 4, dtype=torch.int64)), TypeError, ["bias", "torch.int64"]),
+    (lambda: helpers.attention(q, q, q, bias=torch.zeros(3, 4)), ValueError, ["bias", "(3, 4)", "Tq, Tk"]),
+    (lambda: helpers.attention(q, q, q, bias=torch.zeros(4, 3)), ValueError, ["bias", "(4, 3)", "Tq, Tk"]),
+    (
+        lambda: helpers.attention(q, q, q, bias=torch.zeros(3, 4, 4)),
+        ValueError,
+        ["bias", "(3, 4, 4)", "(2,)", "broadcast"],
+    ),
+    (lambda: helpers.attention(q, q, q, bias=torch.zeros(4, 4, device="meta")), ValueError, ["bias", "cpu", "meta"]),
+    # One query (of head 1) hides every key: the check is per query, not over the whole bias.
+    (lambda: helpers.attention(q, q, q, bias=ROW_HIDDEN), ValueError, ["bias", "no visible key"]),
+    # Key 0 is hidden from query 0 by the bias, and keys 1.. by the causal mask: together, all.
+    (
+        lambda: helpers.attention(q, q, q, bias=FIRST_HIDDEN, causal=True),
+        ValueError,
+        ["bias", "causal", "no visible key"],
+    ),
+    (lambda: helpers.attention(q, q, q, causal=1), TypeError, ["causal", "1", "bool"]),
+    (lambda: helpers.attention(q, q, q, need_weights="yes"), TypeError, ["need_weights", "'yes'", "bool"]),
+    (
+        lambda: helpers.attention(q, q, q, alibi_slopes=torch.ones(2, dtype=torch.int64)),
+        TypeError,
+        ["alibi_slopes", "torch.int64"],
+    ),
+    (
+        lambda: helpers.attention(q, q, q, alibi_slopes=torch.ones(2, device="meta")),
+        ValueError,
+        ["alibi_slopes", "cpu", "meta"],
+    ),
+    (
+        lambda: helpers.attention(q, q, q, alibi_slopes=torch.tensor([0.5, float("nan")])),
+        ValueError,
+        ["alibi_slopes", "finite", "NaN"],
+    ),
+    # Heads (dim -3) 5 for 3 slopes: the message shows that dimension alone, not those before it.
+    (
+        lambda: helpers.attention(*[torch.randn(2, 3, 5, 4, 8)] * 3, alibi_slopes=torch.ones(3)),
+        ValueError,
+        ["alibi_slopes", "3", "(5,)", "H=3"],
+    ),
+    (
+        lambda: helpers.attention(q[0], q[0], q[0], alibi_slopes=torch.ones(3)),
+        ValueError,
+        ["alibi_slopes", "missing", "H=3"],
+    ),
+    (lambda: helpers.causal_mask(-1), ValueError, ["n_queries", "-1", ">= 0"]),
+    (lambda: helpers.causal_mask(2.5), TypeError, ["n_queries", "int"]),
+    (lambda: helpers.causal_mask(0, -1), ValueError, ["n_keys", "-1", ">= 0"]),
+    (lambda: helpers.causal_mask(2, "4"), TypeError, ["n_keys", "int"]),
+    (lambda: helpers.causal_mask(5, 3), ValueError, ["n_queries", "5", "n_keys", "3", "bottom-right"]),
 ]
 
 
@@ -84,3 +148,18 @@ CASES = [
 def test_bad_input_is_named_in_the_message(call, error, words):
     # Whole words: "w_q" is not named by "XXw_qXX" or "w_qk", "dtype" not by "torch.dtype".
     raises_naming(error, call, *words)
+
+
+@pytest.mark.parametrize(
+    "kwargs, got",
+    [
+        ({}, "alibi_slopes=None, need_weights=True, bias=None"),
+        (
+            {"alibi_slopes": torch.ones(2), "bias": torch.zeros(4, 4), "need_weights": False},
+            "alibi_slopes=given, need_weights=False, bias=given",
+        ),
+    ],
+)
+def test_flex_true_outside_alibi_reports_what_it_got(kwargs, got):
+    # flex=True needs ALiBi slopes, no weights and no bias: the message shows which of the three were given.
+    raises_naming(ValueError, lambda: helpers.attention(q, q, q, flex=True, **kwargs), "flex=True", f"got {got}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import numpy as np
@@ -206,3 +207,137 @@ def test_nearest_collision_tolerance_is_an_argument():
         helpers.nearest_collision(1.0, 100, tol=-1.0)
     with pytest.raises(TypeError, match="tol"):
         helpers.nearest_collision(1.0, 100, tol="small")
+
+
+def test_causal_mask_is_bottom_right_aligned():
+    torch.testing.assert_close(helpers.causal_mask(3), torch.ones(3, 3, dtype=torch.bool).tril())
+    # Two queries, the newest of four positions: query 0 sits at position 2, query 1 at 3.
+    expected = torch.tensor([[True, True, True, False], [True, True, True, True]])
+    torch.testing.assert_close(helpers.causal_mask(2, 4), expected)
+    assert helpers.causal_mask(0).shape == (0, 0)
+    assert helpers.causal_mask(0, 0).shape == (0, 0)
+    assert helpers.causal_mask(0, 3).shape == (0, 3)
+
+
+def test_causal_mask_and_attention_stay_on_the_device_of_their_inputs():
+    # The meta device holds shapes only: a mask left on the CPU would meet a meta tensor and fail.
+    mask = helpers.causal_mask(2, 5, device="meta")
+    assert mask.device.type == "meta" and mask.shape == (2, 5) and mask.dtype == torch.bool
+    q, k = torch.zeros(2, 3, 8, device="meta"), torch.zeros(2, 5, 8, device="meta")
+    for need_weights in (True, False):
+        out, weights = helpers.attention(q, k, k, causal=True, need_weights=need_weights)
+        assert out.device.type == "meta" and out.shape == (2, 3, 8)
+        assert weights is None or (weights.device.type == "meta" and weights.shape == (2, 3, 5))
+
+
+def _qkv32(lead_q, lead_k, lead_v, tq=4, tk=4, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return (torch.randn(*lead, t, 8, generator=gen) for lead, t in ((lead_q, tq), (lead_k, tk), (lead_v, tk)))
+
+
+@pytest.mark.parametrize("heads_in", ["q", "k", "v", "slopes", "one"])
+def test_alibi_heads_broadcast_like_the_bias_tensor(heads_in):
+    # The head dimension (-3) may come from any one of q, k, v, or from the slopes alone (q, k, v with
+    # one head); with a single head one slope is enough. ALiBi then equals its symmetric bias tensor.
+    n_heads = 1 if heads_in == "one" else 3
+    leads = {"q": [(3,), (), ()], "k": [(), (3,), ()], "v": [(), (), (3,)]}.get(heads_in, [(1,), (1,), (1,)])
+    q, k, v = _qkv32(*leads)
+    slopes = helpers.alibi_slopes(n_heads).float()
+    out, weights = helpers.attention(q, k, v, alibi_slopes=slopes)
+    ref, ref_weights = helpers.attention(q, k, v, bias=helpers.alibi_bias(n_heads, 4, causal=False))
+    assert out.shape == (n_heads, 4, 8) and weights.shape == (n_heads, 4, 4)
+    torch.testing.assert_close(out, ref)
+    torch.testing.assert_close(weights, ref_weights)
+
+
+def _never_compile(*args, **kwargs):
+    raise AssertionError("torch.compile was called, but FlexAttention does not apply here")
+
+
+@pytest.mark.parametrize(
+    "dtype, tq, tk",
+    [(torch.float64, 3, 5), (torch.float32, 0, 5), (torch.float32, 3, 0), (torch.float32, 0, 0)],
+)
+def test_alibi_without_weights_compiles_nothing_where_flex_does_not_apply(monkeypatch, dtype, tq, tk):
+    # float64 on the CPU, and empty queries or keys, take the materialised bias: no compiling (which
+    # would take seconds), and the output of the teaching path.
+    monkeypatch.setattr(torch, "compile", _never_compile)
+    q, k, v = (t.to(dtype) for t in _qkv32((3,), (3,), (3,), tq=tq, tk=tk))
+    slopes = helpers.alibi_slopes(3).to(dtype)
+    out, none = helpers.attention(q, k, v, alibi_slopes=slopes, need_weights=False)
+    teaching, _ = helpers.attention(q, k, v, alibi_slopes=slopes)
+    assert none is None and out.shape == (3, tq, 8) and out.dtype == dtype
+    torch.testing.assert_close(out, teaching)
+
+
+def test_causal_alibi_with_more_queries_than_keys_is_refused_before_compiling(monkeypatch):
+    monkeypatch.setattr(torch, "compile", _never_compile)
+    q, k, v = _qkv32((3,), (3,), (3,), tq=5, tk=3)
+    raises_naming(
+        ValueError,
+        lambda: helpers.attention(
+            q, k, v, causal=True, alibi_slopes=helpers.alibi_slopes(3).float(), need_weights=False
+        ),
+        "n_queries",
+        "5",
+        "n_keys",
+        "3",
+    )
+
+
+@pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
+@pytest.mark.parametrize("tq, tk", [(1, 1), (1, 6), (4, 4)])
+def test_flex_alibi_is_used_for_one_query_and_one_key_and_broadcast_heads(monkeypatch, tq, tk):
+    # flex=None uses FlexAttention wherever it is available, a decoding step (one query) and a single
+    # key included; q, k, v with one head broadcast against the slopes' three. torch.compile is
+    # replaced by a recorder that runs FlexAttention uncompiled, so that no compiling slows the test.
+    from torch.nn.attention.flex_attention import flex_attention
+
+    q, k, v = _qkv32((1,), (1,), (1,), tq=tq, tk=tk)
+    reason = importlib.import_module("helpers.attention")._flex_unavailable(q, k, v)
+    if reason is not None:
+        pytest.skip(f"FlexAttention unavailable: {reason}")
+    compiled = []
+
+    def record(fn, *args, **kwargs):
+        compiled.append(fn)
+        return fn
+
+    monkeypatch.setattr(torch, "compile", record)
+    slopes = helpers.alibi_slopes(3).float()
+    out, none = helpers.attention(q, k, v, causal=True, alibi_slopes=slopes, need_weights=False)
+    assert none is None and flex_attention in compiled
+    teaching, _ = helpers.attention(q, k, v, causal=True, alibi_slopes=slopes)
+    assert out.shape == (3, tq, 8)
+    torch.testing.assert_close(out, teaching)
+
+
+@pytest.mark.parametrize("device", device_params())
+def test_attention_with_bias_and_causal_mask_runs_on_the_device_of_its_inputs(device):
+    # The causal mask is built on q's device: one left on the CPU would fail against CUDA tensors.
+    q, k, v = _qkv32((2,), (2,), (2,), tq=3, tk=5)
+    bias = torch.randn(3, 5, generator=torch.Generator().manual_seed(1))
+    on_cpu, _ = helpers.attention(q, k, v, bias=bias, causal=True)
+    for need_weights in (True, False):
+        out, _ = helpers.attention(
+            *(t.to(device) for t in (q, k, v)), bias=bias.to(device), causal=True, need_weights=need_weights
+        )
+        assert out.device.type == device
+        torch.testing.assert_close(out.cpu(), on_cpu, rtol=1e-4, atol=1e-5)
+
+
+def test_attention_bias_broadcasts_over_queries_and_keys():
+    # A bias of shape (Tq, 1) adds one constant per query, which the softmax ignores; one of shape (1, Tk)
+    # or (1, 1) acts as its expanded (Tq, Tk) copy.
+    q, k, v = _qkv32((2,), (2,), (2,), tq=3, tk=5)
+    gen = torch.Generator().manual_seed(2)
+    per_query, per_key = torch.randn(3, 1, generator=gen), torch.randn(1, 5, generator=gen)
+    plain, plain_weights = helpers.attention(q, k, v)
+    out, weights = helpers.attention(q, k, v, bias=per_query)
+    torch.testing.assert_close(weights, plain_weights)
+    torch.testing.assert_close(out, plain)
+    for bias in (per_key, per_key[:, :1]):
+        out, weights = helpers.attention(q, k, v, bias=bias)
+        expanded, expanded_weights = helpers.attention(q, k, v, bias=bias.expand(3, 5))
+        torch.testing.assert_close(weights, expanded_weights)
+        torch.testing.assert_close(out, expanded)
