@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from _support import device_params
+from _support import device_params, raises_naming
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -74,12 +74,19 @@ def test_apply_rope_non_contiguous_input(layout):
     cos, sin = helpers.rope_cos_sin(6, 16, dtype=torch.float64)
     torch.testing.assert_close(helpers.apply_rope(x, cos, sin, layout=layout), slow_rope(x, cos, sin, layout))
     for dtype in (torch.float64, torch.float32):
-        odd = torch.randn(3, 6, 17, dtype=dtype)[..., 1:]  # odd storage offset, odd strides
-        kept = odd.clone()
-        torch.testing.assert_close(
-            helpers.apply_rope(odd, cos, sin, layout=layout), slow_rope(odd, cos, sin, layout).to(dtype)
-        )
-        assert torch.equal(odd, kept)  # the input is never changed
+        for odd in (
+            torch.randn(3, 6, 17, dtype=dtype)[..., 1:],  # odd storage offset, odd strides
+            torch.randn(6, 20, dtype=dtype)[:, 3:19],  # odd storage offset, even strides
+            torch.randn(2, 17, dtype=dtype)[:, :16],  # T = 2 rows at an odd stride
+            torch.randn(16, 6, dtype=dtype).t(),  # pairs not adjacent in memory (last stride 6)
+        ):
+            kept = odd.clone()
+            rows = odd.shape[-2]
+            torch.testing.assert_close(
+                helpers.apply_rope(odd, cos, sin, layout=layout),
+                slow_rope(odd, cos[:rows], sin[:rows], layout).to(dtype),
+            )
+            assert torch.equal(odd, kept)  # the input is never changed
 
 
 @pytest.mark.parametrize("device", device_params())
@@ -122,6 +129,21 @@ def test_positions_offset_and_index_tensor(layout):
     torch.testing.assert_close(got, slow_rope(x, cos, sin, layout, rows=rows))
 
 
+@pytest.mark.parametrize("device", device_params())
+def test_index_positions_may_live_on_another_device(device):
+    # Row indices made on the GPU (for example by a batching loop) index tables on the CPU, and
+    # the other way round: they are moved to the tables' device.
+    torch.manual_seed(4)
+    cos, sin = helpers.rope_cos_sin(40, 8, dtype=torch.float64)
+    x = torch.randn(3, 5, 8, dtype=torch.float64)
+    rows = torch.tensor([7, 0, 39, 3, 3])
+    want = slow_rope(x, cos, sin, "interleaved", rows=rows)
+    got = helpers.apply_rope(x, cos, sin, positions=rows.to(device))
+    torch.testing.assert_close(got, want)
+    on_device = (x.to(device), cos.to(device), sin.to(device))
+    torch.testing.assert_close(helpers.apply_rope(*on_device, positions=rows).cpu(), want)
+
+
 @pytest.mark.parametrize("layout", helpers.LAYOUTS)
 def test_decoding_one_token_matches_the_full_sequence(layout):
     torch.manual_seed(5)
@@ -134,13 +156,14 @@ def test_decoding_one_token_matches_the_full_sequence(layout):
 
 @pytest.mark.parametrize("layout", helpers.LAYOUTS)
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
-def test_partial_rotation_passes_the_tail_through(layout, dtype):
+@pytest.mark.parametrize("rotary_dim", [8, 2])
+def test_partial_rotation_passes_the_tail_through(layout, dtype, rotary_dim):
     torch.manual_seed(6)
-    x = torch.randn(2, 6, 20, dtype=torch.float64).to(dtype)  # d = 20, rotate 8
-    cos, sin = helpers.rope_cos_sin(6, 8, dtype=torch.float64)
-    got = helpers.apply_rope(x, cos, sin, layout=layout, rotary_dim=8)
-    assert torch.equal(got[..., 8:], x[..., 8:])
-    want = slow_rope(x, cos, sin, layout, rotary_dim=8)
+    x = torch.randn(2, 6, 20, dtype=torch.float64).to(dtype)  # d = 20, rotate 8 (or one pair)
+    cos, sin = helpers.rope_cos_sin(6, rotary_dim, dtype=torch.float64)
+    got = helpers.apply_rope(x, cos, sin, layout=layout, rotary_dim=rotary_dim)
+    assert torch.equal(got[..., rotary_dim:], x[..., rotary_dim:])
+    want = slow_rope(x, cos, sin, layout, rotary_dim=rotary_dim)
     assert (got.double() - want).abs().max().item() <= TOL[dtype] * 4
 
 
@@ -175,7 +198,7 @@ def test_gradient_is_the_inverse_rotation(layout):
 
 
 @pytest.mark.parametrize("layout", helpers.LAYOUTS)
-@pytest.mark.parametrize("shape", [(6, 8), (2, 3, 6, 8)], ids=["T,d", "B,H,T,d"])
+@pytest.mark.parametrize("shape", [(6, 8), (2, 3, 6, 8), (4, 4, 8)], ids=["T,d", "B,H,T,d", "H=T=4,d"])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
 @pytest.mark.parametrize("rotary_dim", [None, 4])
 def test_autograd_path_matches_the_fast_path(layout, shape, dtype, rotary_dim):
@@ -210,6 +233,51 @@ def test_autograd_complex_and_real_formulas_agree_with_their_gradients(layout):
         torch.testing.assert_close(leaf.grad, helpers.apply_rope(g, cos, -sin, layout=layout), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("layout", helpers.LAYOUTS)
+@pytest.mark.parametrize("trained", ["cos", "sin"])
+def test_gradient_reaches_a_table_that_requires_one(layout, trained):
+    # Learned tables: the gradient reaches whichever table requires one, even when x does not.
+    gen = torch.Generator().manual_seed(8)
+    x = torch.randn(2, 5, 8, dtype=torch.float64, generator=gen)
+    g = torch.randn(2, 5, 8, dtype=torch.float64, generator=gen)
+    tables = dict(zip(("cos", "sin"), helpers.rope_cos_sin(5, 8, dtype=torch.float64), strict=True))
+    leaf = tables[trained] = tables[trained].clone().requires_grad_()
+    (helpers.apply_rope(x, tables["cos"], tables["sin"], layout=layout) * g).sum().backward()
+
+    def pairs(t):  # (first, second) members of each pair, (..., T, d/2) each
+        return (t[..., 0::2], t[..., 1::2]) if layout == "interleaved" else (t[..., :4], t[..., 4:])
+
+    (x1, x2), (g1, g2) = pairs(x), pairs(g)  # y1 = x1 cos - x2 sin, y2 = x2 cos + x1 sin
+    want = (g1 * x1 + g2 * x2) if trained == "cos" else (g2 * x1 - g1 * x2)
+    torch.testing.assert_close(leaf.grad, want.sum(0))
+
+
+@pytest.mark.parametrize("layout", helpers.LAYOUTS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_grad_mode_alone_does_not_change_the_result(layout, dtype):
+    # Inference without torch.no_grad(): nothing requires a gradient, so the fast kernels run,
+    # with the same numbers (to the last bit) as under no_grad, and no graph is recorded.
+    x = torch.randn(2, 7, 16, generator=torch.Generator().manual_seed(9)).to(dtype)
+    cos, sin = helpers.rope_cos_sin(7, 16)
+    with torch.no_grad():
+        want = helpers.apply_rope(x, cos, sin, layout=layout)
+    got = helpers.apply_rope(x, cos, sin, layout=layout)
+    assert not got.requires_grad and torch.equal(got, want)
+
+
+@pytest.mark.parametrize("layout", helpers.LAYOUTS)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_tables_in_the_short_dtype_of_x(layout, dtype):
+    # Tables built in x's own short dtype (as a half-precision model keeps them) work on every
+    # kernel, the float32 complex copy that bfloat16 / float16 take on the CPU included.
+    torch.manual_seed(10)
+    x = torch.randn(2, 7, 16, dtype=torch.float64).to(dtype)
+    cos, sin = helpers.rope_cos_sin(7, 16, dtype=dtype)
+    got = helpers.apply_rope(x, cos, sin, layout=layout)
+    assert got.dtype == dtype
+    assert (got.double() - slow_rope(x, cos, sin, layout)).abs().max().item() <= TOL[dtype] * 4
+
+
 def test_apply_rope_rejects_bad_input():
     cos, sin = helpers.rope_cos_sin(4, 8)
     x = torch.randn(4, 8)
@@ -233,6 +301,39 @@ def test_apply_rope_rejects_bad_input():
         helpers.apply_rope(x, cos, sin, positions=torch.tensor([0, 1, 2, 4]))
     with pytest.raises(ValueError, match="one row index per position"):
         helpers.apply_rope(x, cos, sin, positions=torch.tensor([0, 1]))
+
+
+def test_apply_rope_messages_name_the_argument_and_the_value():
+    cos, sin = helpers.rope_cos_sin(6, 8)  # (6, 4): six rows, four columns
+    x = torch.randn(4, 8)
+
+    def rope(*args, **kwargs):
+        return lambda: helpers.apply_rope(*args, **kwargs)
+
+    raises_naming(ValueError, rope(torch.randn(8), cos, sin), "x", "(8,)", "(..., T, d)")
+    raises_naming(ValueError, rope(torch.randn(4, 7), cos, sin), "d", "even", "7")
+    raises_naming(TypeError, rope(x, cos.long(), sin), "cos", "torch.int64")
+    raises_naming(TypeError, rope(x, cos, sin.long()), "sin", "torch.int64")
+    raises_naming(TypeError, rope(x, cos, [0.0]), "sin", "list")
+    raises_naming(TypeError, rope(x, cos, sin, rotary_dim=4.0), "rotary_dim", "4.0")
+    raises_naming(ValueError, rope(x, cos, sin, rotary_dim=0), "rotary_dim", "0", ">= 2")
+    raises_naming(ValueError, rope(x, cos, sin, rotary_dim=-2), "rotary_dim", "-2")
+    raises_naming(ValueError, rope(x, cos, sin[:5]), "cos", "sin", "(6, 4)", "(5, 4)")
+    raises_naming(ValueError, rope(x, cos[None], sin[None]), "cos", "sin", "(1, 6, 4)")
+    raises_naming(ValueError, rope(torch.randn(4, 6), cos, sin), "cos", "3 columns", "6", "4")
+    raises_naming(ValueError, rope(x, cos, sin.to("meta")), "device", "cpu", "meta")
+    raises_naming(ValueError, rope(x, cos.to("meta"), sin), "device", "cpu", "meta")
+    raises_naming(ValueError, rope(x, cos, sin, positions=-1), "positions", "-1")
+    raises_naming(ValueError, rope(x, cos, sin, positions=3), "rows", "3 .. 6", "6")
+    raises_naming(TypeError, rope(x, cos, sin, positions=[0, 1, 2, 3]), "positions", "[0, 1, 2, 3]")
+    raises_naming(TypeError, rope(x, cos, sin, positions=torch.tensor([[0, 1, 2, 3]])), "positions")
+    raises_naming(ValueError, rope(x, cos, sin, positions=torch.tensor([0, 1, 2, 6])), "positions", "0 .. 5", "6")
+
+
+def test_rope_cos_sin_messages_name_the_argument():
+    raises_naming(TypeError, lambda: helpers.rope_cos_sin(4, 8, dtype=torch.int64), "dtype", "torch.int64")
+    raises_naming(ValueError, lambda: helpers.rope_cos_sin(torch.zeros(2, 2), 8), "positions", "(2, 2)")
+    raises_naming(ValueError, lambda: helpers.rope_cos_sin(-1, 8), "positions", "-1")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -291,17 +392,18 @@ def test_yarn_reference_numbers():
 
 
 def test_yarn_options_and_tables_carry_the_attention_factor():
-    scaling = {"type": "yarn", "factor": 4.0, "original_max_len": 1024, "attention_factor": 1.5}
-    _, factor = helpers.rope_frequencies(32, scaling=scaling)
-    assert factor == 1.5
-    for dtype in (torch.float64, torch.float32, torch.bfloat16):
-        cos, sin = helpers.rope_cos_sin(50, 32, scaling=scaling, dtype=dtype)
-        torch.testing.assert_close(
-            (cos.double() ** 2 + sin.double() ** 2),
-            torch.full((50, 16), 2.25, dtype=torch.float64),
-            rtol=2e-2 if dtype == torch.bfloat16 else 1e-6,
-            atol=0,
-        )
+    for a in (1.5, 2.0):
+        scaling = {"type": "yarn", "factor": 4.0, "original_max_len": 1024, "attention_factor": a}
+        _, factor = helpers.rope_frequencies(32, scaling=scaling)
+        assert factor == a
+        for dtype in (torch.float64, torch.float32, torch.bfloat16):
+            cos, sin = helpers.rope_cos_sin(50, 32, scaling=scaling, dtype=dtype)
+            torch.testing.assert_close(
+                (cos.double() ** 2 + sin.double() ** 2),
+                torch.full((50, 16), a * a, dtype=torch.float64),
+                rtol=2e-2 if dtype == torch.bfloat16 else 1e-6,
+                atol=0,
+            )
     # Hugging Face's spellings are accepted.
     hf = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024}
     torch.testing.assert_close(
@@ -381,6 +483,8 @@ def test_a_key_the_type_does_not_use_is_ignored_unless_asked_to_refuse():
     assert torch.equal(plain[0], extra[0]) and plain[1] == extra[1]
     with pytest.raises(ValueError, match="beta_fast"):
         helpers.rope_frequencies(64, scaling={"type": "linear", "factor": 2.0, "beta_fast": 3}, unused_keys="error")
+    with pytest.raises(ValueError, match="beta_fast"):
+        helpers.rope_cos_sin(4, 64, scaling={"type": "linear", "factor": 2.0, "beta_fast": 3}, unused_keys="error")
     with pytest.raises(ValueError, match="did you mean 'factor'"):
         helpers.rope_frequencies(64, scaling={"type": "linear", "facotr": 2.0})
 

@@ -11,6 +11,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from torch.overrides import TorchFunctionMode
 
 import helpers
 from helpers import rope as rope_module
@@ -52,6 +53,60 @@ def test_the_kernel_choice_on_the_cpu():
     assert rope_module._interleaved_path(torch.zeros(3, 9)[:, 1:], torch.float32) == "complex_copy"
 
 
+@pytest.mark.parametrize(
+    "x, path",
+    [
+        (torch.zeros(2, 3, 8), "complex"),  # any number of leading dimensions
+        (torch.zeros(3, 10)[:, 2:], "complex"),  # an even storage offset
+        (torch.zeros(1, 9)[:, :8], "complex"),  # one row: its odd stride is never stepped over
+        (torch.zeros(2, 9)[:, :8], "complex_copy"),  # two rows at an odd stride
+        (torch.zeros(3, 10)[:, 3:9], "complex_copy"),  # an odd storage offset, even strides
+        (torch.zeros(8, 3).t(), "complex_copy"),  # pairs not adjacent in memory
+        (torch.zeros(3, 8, device="meta"), "complex"),
+        (torch.zeros(3, 9, device="meta")[:, 1:], "strided"),  # off the CPU: the strided kernel
+        (torch.zeros(3, 8, device="meta", dtype=torch.bfloat16), "strided"),
+    ],
+    ids=["B,T,d", "even-offset", "one-row", "two-odd-rows", "odd-offset", "transposed"]
+    + ["meta", "meta-odd", "meta-bf16"],
+)
+def test_the_kernel_choice_follows_the_strides(x, path):
+    """Bug: a float32 view whose pairs can be read as complex numbers sent to a slower copy, or one
+    whose pairs cannot sent to ``view_as_complex`` (which then raises); the CPU's float32 copy
+    taken on a GPU, where the strided kernel is the fast one."""
+    assert rope_module._interleaved_path(x, torch.promote_types(x.dtype, torch.float32)) == path
+
+
+class _Calls(TorchFunctionMode):
+    """The names of the torch functions and tensor methods called inside the block."""
+
+    def __init__(self):
+        super().__init__()
+        self.names = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.names.append(getattr(func, "__name__", repr(func)))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_float_interleaved_pairs_take_one_complex_multiplication(dtype):
+    """Bug: the one-pass complex kernel skipped (its path name misspelt, the compute dtype lost),
+    so float32 / float64 interleaved pairs go through a float copy or strided updates: the same
+    numbers at about twice the memory traffic. Under autograd likewise: the complex formula, not
+    the real one built from strided halves."""
+    x = torch.randn(2, 3, 7, 16, dtype=dtype, generator=torch.Generator().manual_seed(0))
+    cos, sin = helpers.rope_cos_sin(7, 16, dtype=dtype)
+    with _Calls() as calls:
+        got = helpers.apply_rope(x, cos, sin)
+    assert "view_as_complex" in calls.names and calls.names.count("mul") == 1
+    assert not {"addcmul_", "copy_", "mul_"} & set(calls.names), calls.names
+    want = _reference_rotation(x, cos, sin, "interleaved")
+    torch.testing.assert_close(got.double(), want, rtol=0, atol=1e-6 if dtype == torch.float32 else 1e-14)
+    with _Calls() as calls:
+        helpers.apply_rope(x.clone().requires_grad_(), cos, sin)
+    assert "view_as_complex" in calls.names and "stack" not in calls.names, calls.names
+
+
 @pytest.mark.parametrize("seq_len", [1, 100, 4095, 4096])
 def test_dynamic_ntk_keeps_the_base_up_to_the_original_length(seq_len):
     """Bug: ``max(seq_len, L)`` dropped, so a sequence shorter than L changes the base.
@@ -66,16 +121,15 @@ def test_dynamic_ntk_keeps_the_base_up_to_the_original_length(seq_len):
 
 
 def _hf_yarn_inv_freq(d, base, factor, original, beta_fast=32.0, beta_slow=1.0):
-    """Hugging Face's YaRN frequencies, written out from its formulas in numpy."""
+    """Hugging Face's YaRN frequencies and correction range, written out from its formulas in numpy."""
 
     def correction_dim(turns):
         return (d * math.log(original / (turns * 2 * math.pi))) / (2 * math.log(base))
 
     low = max(math.floor(correction_dim(beta_fast)), 0)
     high = min(math.ceil(correction_dim(beta_slow)), d - 1)
-    if low == high:
-        high += 0.001
-    ramp = np.clip((np.arange(d // 2) - low) / (high - low), 0, 1)
+    ramp_end = high + 0.001 if low == high else high  # a ramp of zero width, widened
+    ramp = np.clip((np.arange(d // 2) - low) / (ramp_end - low), 0, 1)
     extrapolation = 1.0 - ramp
     pos_freqs = base ** (np.arange(0, d, 2) / d)
     inv_extrapolation, inv_interpolation = 1.0 / pos_freqs, 1.0 / (factor * pos_freqs)
@@ -90,20 +144,42 @@ def _hf_yarn_inv_freq(d, base, factor, original, beta_fast=32.0, beta_slow=1.0):
         (128, 500000.0, 8.0, 8192),
         (64, 10000.0, 16.0, 4096),
         (128, 1000000.0, 4.0, 32768),
+        (64, 10000.0, 4.0, 128),  # the lower index, -2, clipped to 0
+        (8, 100.0, 4.0, 65536),  # the upper index, 9, clipped to d - 1 = 7
+        (8, 100.0, 4.0, 1_000_000),  # both indices 7 (the upper clipped): zero width past the last pair
+        (8, 10000.0, 4.0, 6),  # both indices 0 (L < 2π): zero width at the first pair, a step
+        (64, 10000.0, 2.0, 4096),
+        (64, 10000.0, 1.0, 4096),  # no stretch: attention factor 1
+        (64, 10000.0, 0.5, 4096),  # a factor below 1: attention factor 1, as transformers
     ],
 )
 def test_yarn_matches_hugging_face_at_many_settings(d, base, factor, original):
-    """Bug: the upper correction index clipped to ``d//2 - 1`` instead of ``d - 1`` (binds at L = 131072)."""
+    """Bugs: the upper correction index clipped to ``d//2 - 1`` instead of ``d - 1`` (binds at
+    L = 131072), or the lower one to 1; a ramp of zero width widened the wrong way; the attention
+    factor ``0.1 ln s + 1`` applied at ``s <= 1`` or withheld at ``1 < s <= 2``."""
     want, (low, high) = _hf_yarn_inv_freq(d, base, factor, original)
     assert helpers.yarn_correction_range(d, base, original) == (low, high)
     got, a = helpers.rope_frequencies(d, base, scaling={"type": "yarn", "factor": factor, "original_max_len": original})
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-13, atol=0)
-    assert a == pytest.approx(0.1 * math.log(factor) + 1.0, rel=1e-15)
+    assert a == pytest.approx(0.1 * math.log(factor) + 1.0 if factor > 1.0 else 1.0, rel=1e-15)
 
 
 def test_the_clip_binds_at_131072():
     low, high = helpers.yarn_correction_range(128, 10000.0, 131072)
     assert high == 70 > 128 // 2 - 1
+
+
+def test_llama3_at_a_wavelength_of_exactly_l():
+    """Bug: a comparison at L loosened or tightened (``>=`` for ``>``, ``<`` for ``<=``). A pair
+    whose wavelength is exactly L ends Llama 3.1's blend, at θ/s (as transformers); with equal
+    factors (Llama 4 Scout's step) only wavelengths above L are divided, so it keeps θ."""
+    base = 1699887.3833431678  # (8192 / 2π)^2: pair 1 of d = 4 turns exactly once in 8192 tokens
+    theta = helpers.rope_frequencies(4, base)[0]
+    assert 2.0 * math.pi / theta[1].item() == 8192.0
+    blend = {"type": "llama3", "factor": 8.0, "original_max_len": 8192}
+    step = {**blend, "low_freq_factor": 1.0, "high_freq_factor": 1.0}
+    assert helpers.rope_frequencies(4, base, scaling=blend)[0].tolist() == [1.0, theta[1].item() / 8.0]
+    assert helpers.rope_frequencies(4, base, scaling=step)[0].tolist() == [1.0, theta[1].item()]
 
 
 YARN = {"type": "yarn", "factor": 16.0, "original_max_len": 4096}
