@@ -52,7 +52,7 @@ def per_position_explorer(results: dict | None = None, task: str = "lag", metric
 def attention_maps_explorer(
     heads: dict | None = None, length: int = 64, period: int = 7, seed: int = 3, models: dict | None = None
 ) -> Explorer:
-    """A slider for the evaluation length ``T`` (16 to 128 by 8) over ``plots.attention_maps`` of the
+    """A slider for the evaluation length ``T`` (16 to 128 by 16) over ``plots.attention_maps`` of the
     cached "pattern" models with ALiBi and RoPE, on ``experiment.pattern_probe(period, seed)``.
 
     ``heads``: ``{scheme: (layer, head)}`` to show; None picks each model's induction head at the
@@ -74,7 +74,7 @@ def attention_maps_explorer(
     if set(heads) != set(maps):
         raise ValueError(f"heads must name the schemes {sorted(maps)}, got {sorted(heads)}")
     controls = {
-        "length": ipywidgets.IntSlider(value=length, min=16, max=len(tokens) - 1, step=8, description="length T"),
+        "length": ipywidgets.IntSlider(value=length, min=16, max=len(tokens) - 1, step=16, description="length T"),
     }
     drawing = plots.attention_maps(maps, tokens, heads, length=length, train_length=config.train_length)
     return Explorer(drawing, controls, continuous_update=False)
