@@ -1,4 +1,5 @@
-"""What several test files share: the devices to run on, and how a bad-input message is checked."""
+"""What several test files share: the devices to run on, how a bad-input message is checked, and
+where the tensors an operation makes live."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import re
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
@@ -27,3 +29,19 @@ def raises_naming(error, call, *words):
     for word in words:
         assert re.search(rf"(?<![\w.]){re.escape(word)}(?!\w)", message), f"{word!r} missing from {message!r}"
     return message
+
+
+class MadeOn(TorchDispatchMode):
+    """Records the device type of every tensor an operation makes (of ``dtype`` only, when given)."""
+
+    def __init__(self, dtype=None):
+        super().__init__()
+        self.dtype = dtype
+        self.devices = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor) and (self.dtype is None or t.dtype == self.dtype):
+                self.devices.add(t.device.type)
+        return out

@@ -13,7 +13,7 @@ import math
 
 import pytest
 import torch
-from _support import device_params
+from _support import MadeOn, device_params
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import helpers
@@ -236,21 +236,6 @@ def test_float64_table_on_a_device_without_float64_is_refused(monkeypatch):
         helpers.sinusoidal_pe(8, 4, dtype=torch.float64)
 
 
-class _Float64Devices(TorchDispatchMode):
-    """Records the device of every float64 tensor an operation makes."""
-
-    def __init__(self):
-        super().__init__()
-        self.devices = set()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        for t in out if isinstance(out, (tuple, list)) else (out,):
-            if isinstance(t, torch.Tensor) and t.dtype == torch.float64:
-                self.devices.add(t.device.type)
-        return out
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
 def test_the_float64_product_is_formed_on_a_device_that_has_float64(dtype):
     """The 'meta' device plays a GPU: positions and speeds move there, the CPU does no float64 work."""
@@ -258,7 +243,7 @@ def test_the_float64_product_is_formed_on_a_device_that_has_float64(dtype):
 
     positions, speeds = torch.arange(LAST - 9, LAST + 1), helpers.frequencies(16)  # on the CPU
     for make in (sin_cos_table, sin_cos_interleaved):
-        with _Float64Devices() as mode:
+        with MadeOn(torch.float64) as mode:
             out = make(positions, speeds, device="meta", dtype=dtype)
         for table in out if isinstance(out, tuple) else (out,):
             assert table.device.type == "meta" and table.dtype == dtype

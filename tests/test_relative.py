@@ -7,10 +7,9 @@ import math
 
 import pytest
 import torch
-from _support import raises_naming
+from _support import MadeOn, raises_naming
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import helpers
 
@@ -304,27 +303,12 @@ def test_relative_biases_follow_the_dtype_of_q_and_the_device_of_the_module():
     assert helpers.T5RelativeBias(2).to("meta")(3, 4).device.type == "meta"
 
 
-class _Devices(TorchDispatchMode):
-    """Records the device of every tensor an operation makes."""
-
-    def __init__(self):
-        super().__init__()
-        self.devices = set()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        for t in out if isinstance(out, (tuple, list)) else (out,):
-            if isinstance(t, torch.Tensor):
-                self.devices.add(t.device.type)
-        return out
-
-
 def test_relative_biases_do_all_their_work_on_the_module_device():
     # An embedding on 'meta' accepts CPU indices, so the result's device alone cannot show buckets
     # built on the CPU; on a GPU those CPU indices make the lookup fail. The 'meta' device plays the GPU.
     t5, shaw = helpers.T5RelativeBias(2).to("meta"), helpers.ShawRelativeBias(4, 2).to("meta")
     q = torch.randn(3, 4, device="meta")
-    with _Devices() as mode:
+    with MadeOn() as mode:
         t5(3, 5)
         t5(4)
         shaw(q, 6)
