@@ -61,6 +61,10 @@ def _widget_pictures(state: dict, model_id: str) -> list[tuple[str, str]]:
     return pictures
 
 
+# Lines of a code cell that speak to the tests, not to a reader (tests/test_notebooks_hygiene.py).
+TEST_MARKERS = ("# NBVAL_", "# Not compared by the tests:")
+
+
 class SitePreprocessor(Preprocessor):
     """Live widgets become their saved pictures; links between notebooks point at the built pages."""
 
@@ -117,8 +121,9 @@ class SitePreprocessor(Preprocessor):
                 )
             if cell.cell_type != "code":
                 continue
-            # the test markers mean nothing to a reader: "# NBVAL_IGNORE_OUTPUT: a live widget" goes
-            cell.source = "\n".join(line for line in cell.source.split("\n") if not line.startswith("# NBVAL_"))
+            # the test markers mean nothing to a reader: "# NBVAL_IGNORE_OUTPUT" and the line that
+            # follows it with its reason ("# Not compared by the tests: a live widget.") go
+            cell.source = "\n".join(line for line in cell.source.split("\n") if not line.startswith(TEST_MARKERS))
             outputs = []
             for output in cell.get("outputs", []):
                 view = output.get("data", {}).get(WIDGET_VIEW)
