@@ -1,10 +1,13 @@
 # The project's commands. Every target builds the virtual environment in .venv first, and skips
-# the install when requirements.txt and pyproject.toml have not changed since the last one.
+# the install when its requirements have not changed since the last one. `make lab` installs the
+# notebooks' packages (requirements.txt); every other target adds the tests and tools
+# (requirements-dev.txt).
 
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
+STAMP_LAB := $(VENV)/.installed-lab
+STAMP := $(VENV)/.installed-dev
 # Notebooks to execute: all by default, or `make notebooks NB=notebooks/03_many_clocks.ipynb`.
 NB ?= $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 # Where make html and make slides write (build/html, build/slides).
@@ -14,23 +17,28 @@ export HELPERS_DEVICE ?= cpu
 export PYTHONHASHSEED := 0
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: setup lab test test-portable test-unit test-notebooks test-browser lint format diff-setup mutants notebooks experiment bench slides html clean
+.PHONY: setup setup-lab lab test test-portable test-unit test-notebooks test-browser lint format diff-setup mutants notebooks experiment bench slides html clean
 
 setup: $(STAMP)
+setup-lab: $(STAMP_LAB)
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP_LAB): requirements.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "Python 3.10 or newer is needed, found " + sys.version.split()[0]'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
-	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(PY) -m pip install --quiet --no-deps -e .
+	@touch $(STAMP_LAB)
+
+$(STAMP): $(STAMP_LAB) requirements-dev.txt
+	$(PY) -m pip install --quiet -r requirements-dev.txt
 	@touch $(STAMP)
 
 # JupyterLab refuses to start as root unless told; as root (containers, cloud machines) we tell it.
 # LAB_FLAGS adds options, for example `make lab LAB_FLAGS="--no-browser --port 8899"`.
 LAB_FLAGS ?=
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
-lab: $(STAMP)
+lab: $(STAMP_LAB)
 	$(VENV)/bin/jupyter lab $(ALLOW_ROOT) $(LAB_FLAGS) notebooks/00_start_here.ipynb
 
 # pytest-xdist: one test file or notebook per worker, a worker per core (PYTEST_WORKERS=0: one process).

@@ -1,9 +1,17 @@
-"""requirements.txt and environment.yml name the same packages with the same bounds."""
+"""The package lists agree: requirements.txt (the notebooks' packages, what `make lab` installs) with
+environment.yml, requirements.txt with requirements-dev.txt (the tests and tools, what `make test`
+adds) with environment-dev.yml; the notebooks import nothing that `make lab` leaves out."""
 
 from __future__ import annotations
 
+import ast
+import importlib.metadata
+import json
 import pathlib
 import re
+import sys
+
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONDA_NAMES = {"pytorch": "torch"}
@@ -20,18 +28,28 @@ def _parse(lines):
     return found
 
 
-def test_requirements_and_environment_agree():
-    pip = _parse((ROOT / "requirements.txt").read_text().splitlines())
-    dependencies = (ROOT / "environment.yml").read_text().split("dependencies:", 1)[1]
-    conda_lines = [line.strip()[2:] for line in dependencies.splitlines() if line.strip().startswith("- ")]
-    conda = _parse(conda_lines)
-    conda.pop("python")
-    conda.pop("pip")
-    assert pip == conda
+def _pip(name):
+    lines = (ROOT / name).read_text().splitlines()
+    return _parse(line for line in lines if not line.startswith("-r"))
+
+
+def _conda(name):
+    dependencies = (ROOT / name).read_text().split("dependencies:", 1)[1]
+    conda = _parse(line.strip()[2:] for line in dependencies.splitlines() if line.strip().startswith("- "))
+    assert conda.pop("python") == ">=3.10" and conda.pop("pip") == ""
+    return conda
+
+
+def test_requirements_and_environments_agree():
+    lab, dev = _pip("requirements.txt"), _pip("requirements-dev.txt")
+    assert (ROOT / "requirements-dev.txt").read_text().count("-r requirements.txt") == 1
+    assert not lab.keys() & dev.keys(), "a package named in both files"
+    assert _conda("environment.yml") == lab
+    assert _conda("environment-dev.yml") == {**lab, **dev}
 
 
 def test_torch_is_a_range_not_a_pin():
-    pip = _parse((ROOT / "requirements.txt").read_text().splitlines())
+    pip = _pip("requirements.txt")
     assert ">=" in pip["torch"] and "==" not in pip["torch"]
 
 
@@ -39,20 +57,85 @@ def test_runtime_dependencies_are_in_the_requirements():
     pyproject = (ROOT / "pyproject.toml").read_text()
     block = pyproject.split("dependencies = [", 1)[1].split("]", 1)[0]
     runtime = _parse(re.findall(r'"([^"]+)"', block))
-    pip = _parse((ROOT / "requirements.txt").read_text().splitlines())
-    assert runtime.items() <= pip.items()
+    assert runtime.items() <= _pip("requirements.txt").items()
+    assert "python_requires" not in pyproject and 'requires-python = ">=3.10"' in pyproject
+
+
+def _installed_closure(names):
+    """The distributions ``names`` pull in, read from the installed packages' own metadata."""
+    from packaging.requirements import Requirement
+
+    seen, todo = set(), [n.lower().replace("_", "-") for n in names]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for text in importlib.metadata.requires(name) or []:
+            requirement = Requirement(text)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                todo.append(requirement.name.lower().replace("_", "-"))
+    return seen
+
+
+def _imported_modules(source):
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:  # a cell with IPython syntax (%matplotlib)
+        return set()
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def _lab_modules():
+    """Top-level modules the notebooks and ``helpers`` (less its site builder) import."""
+    found = set()
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        cells = json.loads(path.read_text())["cells"]
+        for cell in cells:
+            if cell["cell_type"] == "code":
+                found |= _imported_modules("".join(cell["source"]))
+    for path in sorted((ROOT / "helpers").rglob("*.py")):
+        if path.name not in ("_site.py", "_frames.py"):  # make html and make slides: requirements-dev.txt
+            found |= _imported_modules(path.read_text())
+    return found - set(sys.stdlib_module_names) - {"helpers", "__future__"}
+
+
+def test_the_notebooks_import_only_what_make_lab_installs():
+    """A notebook or ``helpers`` that imports (say) transformers would fail for a learner after
+    ``make lab``, which installs requirements.txt alone."""
+    closure = _installed_closure(_pip("requirements.txt"))
+    providers = importlib.metadata.packages_distributions()
+    missing = {}
+    for module in sorted(_lab_modules()):
+        dists = {d.lower().replace("_", "-") for d in providers.get(module, [])}
+        if not dists & closure:
+            missing[module] = sorted(dists) or "not installed"
+    assert not missing, f"imported by a notebook or helpers but not installed by make lab: {missing}"
+
+
+@pytest.mark.parametrize("module", ["transformers", "hypothesis", "nbval"])
+def test_the_import_check_catches_a_development_package(module, monkeypatch):
+    real = _lab_modules()
+    monkeypatch.setattr(sys.modules[__name__], "_lab_modules", lambda: real | {module})
+    with pytest.raises(AssertionError, match=module):
+        test_the_notebooks_import_only_what_make_lab_installs()
 
 
 def test_a_notebook_diff_reads_as_cells(tmp_path):
     """nbdime (``make diff-setup``) shows a changed sentence as text and a changed picture as one line."""
     import shutil
     import subprocess
-    import sys
 
     import nbformat
 
     nbdiff = pathlib.Path(sys.executable).parent / "nbdiff"
-    assert nbdiff.exists(), "nbdime is not installed in this environment (requirements.txt names it)"
+    assert nbdiff.exists(), "nbdime is not installed in this environment (requirements-dev.txt names it)"
     before = ROOT / "notebooks" / "02_one_clock.ipynb"
     after = tmp_path / "after.ipynb"
     shutil.copy(before, after)
