@@ -343,3 +343,18 @@ def test_the_roundoff_check_accepts_stable_output(line):
 def test_the_roundoff_check_reads_cells_whose_output_is_not_compared_too():
     nb = _notebook_printing("took 3.6e-16 s", source=_ignored("a timing", "print(x)"))
     assert roundoff_problems(nb)
+
+
+def test_notebook_kernels_start_one_at_a_time():
+    """The root conftest.py holds a file lock around nbval's kernel start, so that xdist workers do
+    not pick the same ports: while one process is starting a kernel, another cannot take the lock."""
+    from nbval import kernel
+
+    start = kernel.start_new_kernel
+    assert getattr(start, "serialised", False), "nbval's kernel start is not wrapped by the root conftest.py"
+    probe = "import fcntl, sys; f = open(sys.argv[1], 'a')\ntry: fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+    probe += "except BlockingIOError: sys.exit(3)"
+    with start.lock():
+        held = subprocess.run([sys.executable, "-c", probe, str(start.lock_path)], timeout=60)
+    free = subprocess.run([sys.executable, "-c", probe, str(start.lock_path)], timeout=60)
+    assert (held.returncode, free.returncode) == (3, 0)
