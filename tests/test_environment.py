@@ -5,6 +5,7 @@ adds) with environment-dev.yml; the notebooks import nothing that `make lab` lea
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.metadata
 import json
 import pathlib
@@ -78,6 +79,23 @@ def _installed_closure(names):
     return seen
 
 
+@functools.cache
+def _module_providers():
+    """Top-level module name -> the distributions whose installed files provide it, read from each
+    distribution's RECORD (Python 3.10's ``packages_distributions`` reads only ``top_level.txt``,
+    which wheels built with meson, such as numpy's, scipy's and matplotlib's, do not carry)."""
+    providers: dict[str, set[str]] = {}
+    for dist in importlib.metadata.distributions():
+        tops = {line.split(",", 1)[0].split("/", 1)[0] for line in (dist.read_text("RECORD") or "").splitlines()}
+        for top in tops:
+            if top.endswith((".dist-info", ".egg-info", ".data", ".pth")) or top in ("..", "__pycache__", ""):
+                continue
+            providers.setdefault(top[:-3] if top.endswith(".py") else top, set()).add(dist.metadata["Name"])
+        for top in (dist.read_text("top_level.txt") or "").split():  # an editable install (helpers) has no files
+            providers.setdefault(top, set()).add(dist.metadata["Name"])
+    return providers
+
+
 def _imported_modules(source):
     try:
         tree = ast.parse(source)
@@ -110,7 +128,7 @@ def test_the_notebooks_import_only_what_make_lab_installs():
     """A notebook or ``helpers`` that imports (say) transformers would fail for a learner after
     ``make lab``, which installs requirements.txt alone."""
     closure = _installed_closure(_pip("requirements.txt"))
-    providers = importlib.metadata.packages_distributions()
+    providers = _module_providers()
     missing = {}
     for module in sorted(_lab_modules()):
         dists = {d.lower().replace("_", "-") for d in providers.get(module, [])}
