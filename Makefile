@@ -64,13 +64,13 @@ test-notebooks: $(STAMP)
 # benchmarks and the notebooks' code cells; the formatter's check on the Python files (notebook
 # cells are laid out by hand for reading and are linted, not reformatted). CI runs it.
 lint: $(STAMP)
-	$(VENV)/bin/ruff check conftest.py helpers tests benchmarks notebooks
-	$(VENV)/bin/ruff format --check conftest.py helpers tests benchmarks
+	$(VENV)/bin/ruff check helpers tests benchmarks notebooks
+	$(VENV)/bin/ruff format --check helpers tests benchmarks notebooks/conftest.py
 
 # Apply the formatter and the linter's safe fixes.
 format: $(STAMP)
-	$(VENV)/bin/ruff format conftest.py helpers tests benchmarks
-	$(VENV)/bin/ruff check --fix conftest.py helpers tests benchmarks notebooks
+	$(VENV)/bin/ruff format helpers tests benchmarks notebooks/conftest.py
+	$(VENV)/bin/ruff check --fix helpers tests benchmarks notebooks
 
 # Readable notebook diffs in this clone: `git diff` and `git log -p` show a notebook's changed
 # cells, sources and outputs instead of JSON and base64, without the metadata (execution

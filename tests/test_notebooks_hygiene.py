@@ -346,15 +346,31 @@ def test_the_roundoff_check_reads_cells_whose_output_is_not_compared_too():
 
 
 def test_notebook_kernels_start_one_at_a_time():
-    """The root conftest.py holds a file lock around nbval's kernel start, so that xdist workers do
-    not pick the same ports: while one process is starting a kernel, another cannot take the lock."""
-    from nbval import kernel
+    """notebooks/conftest.py holds a file lock around nbval's kernel start, so that xdist workers do
+    not pick the same ports: while one process starts a kernel, another cannot take the lock."""
+    import importlib.util
+    import types
 
-    start = kernel.start_new_kernel
-    assert getattr(start, "serialised", False), "nbval's kernel start is not wrapped by the root conftest.py"
+    pytest.importorskip("fcntl")
+    spec = importlib.util.spec_from_file_location("notebooks_conftest", ROOT / "notebooks" / "conftest.py")
+    plugin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plugin)
     probe = "import fcntl, sys; f = open(sys.argv[1], 'a')\ntry: fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
     probe += "except BlockingIOError: sys.exit(3)"
-    with start.lock():
-        held = subprocess.run([sys.executable, "-c", probe, str(start.lock_path)], timeout=60)
-    free = subprocess.run([sys.executable, "-c", probe, str(start.lock_path)], timeout=60)
-    assert (held.returncode, free.returncode) == (3, 0)
+
+    def try_the_lock():
+        return subprocess.run([sys.executable, "-c", probe, str(plugin.LOCK)], timeout=60).returncode
+
+    seen = []
+    kernel = types.SimpleNamespace(start_new_kernel=lambda **kw: seen.append(try_the_lock()) or "km, kc")
+    plugin.serialise(kernel)
+    assert kernel.start_new_kernel(kernel_name="python3") == "km, kc"
+    assert (seen, try_the_lock()) == ([3], 0), "the lock must be held during the start and free after it"
+    plugin.serialise(kernel)  # a second configure (xdist) wraps once
+    assert kernel.start_new_kernel.__wrapped__.__name__ == "<lambda>"
+
+
+def test_the_kernel_lock_does_not_shadow_the_planted_copy():
+    """A conftest.py at the repository's root would put the root first on sys.path in every pytest
+    run, and tests/test_planted_bugs.py would import the real helpers instead of its copy."""
+    assert not (ROOT / "conftest.py").exists()
