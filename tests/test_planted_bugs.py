@@ -177,3 +177,13 @@ def test_a_planted_bug_is_caught(tmp_path, name, file, good, bad, tests):
     assert result.returncode == 1, (
         f"planted bug not caught ({name}); exit {result.returncode}:\n" + result.stdout[-2000:] + result.stderr[-1000:]
     )
+
+
+def test_the_readme_counts_the_planted_bugs():
+    """The README says how many bugs `make test` plants; the count follows this list."""
+    words = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen \
+sixteen seventeen eighteen nineteen twenty".split()
+    readme = (ROOT / "README.md").read_text()
+    assert f"plants {words[len(PLANTED)]} plausible bugs" in readme, (
+        f"README.md should say `make test` plants {words[len(PLANTED)]} plausible bugs"
+    )
