@@ -63,7 +63,23 @@ def test_01_1_wrong_predictions_are_named(wrong, said):
 
 
 def test_01_1_the_explanation_counts_repeats():
-    assert "multiset" in verdict("01.1", "dog").message
+    message = verdict("01.1", "dog").message
+    assert "multiset of the tokens before it" in message and "the token itself" in message
+    # "the multiset of tokens at or before it" is false: "cat dog" and "dog cat" hold the same multiset,
+    # and their last outputs differ, because the last token is the query.
+    assert "at or before" not in message
+
+
+def test_01_1_the_same_multiset_at_or_before_is_not_enough():
+    # The explanation's claim, on a plain layer written here: the token itself counts apart from the
+    # multiset of the tokens before it.
+    layer = _random_layer(3)
+
+    def last(*words):
+        return _plain_attention(_embed(words, 4), *layer, causal=True)[-1]
+
+    assert float((last("cat", "dog") - last("dog", "cat")).abs().max()) > 0.1  # same multiset, other query
+    assert float((last("cat", "dog", "dog") - last("dog", "cat", "dog")).abs().max()) < 1e-12  # same query
 
 
 def test_01_1_is_a_prediction():

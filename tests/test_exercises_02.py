@@ -6,7 +6,10 @@ Every right answer here is computed on its own (a literal or plain math), not ta
 from __future__ import annotations
 
 import math
+import pathlib
 
+import nbformat
+import numpy as np
 import pytest
 import torch
 
@@ -107,100 +110,223 @@ def test_02_3_names_no_helper_and_gives_no_method():
     assert "not right" in verdict("02.3", 63).message and "helpers" not in verdict("02.3", 63).message
 
 
-# ----- 02.4 · the shift map M_k, [sin, cos] order --------------------------------------------------------
+# ----- 02.4 · the shift map M_k of two clocks stored sines first ----------------------------------------
+# q_m = [sin mθ_0, sin mθ_1, cos mθ_0, cos mθ_1] (tensor2tensor's layout): clock i keeps its sine at i and
+# its cosine at i + 2. Section 7 prints the one-clock map, so the exercise asks for this one.
+
+NOTEBOOK = pathlib.Path(__file__).resolve().parents[1] / "notebooks" / "02_one_clock.ipynb"
 
 
-def shift_map(theta, k):
-    c, s = math.cos(k * theta), math.sin(k * theta)
-    return torch.tensor([[c, s], [-s, c]], dtype=torch.float64)
+def shift_map(theta_0, theta_1, k):
+    """Written out entry by entry from the addition formulas, in Python floats."""
+    c0, s0, c1, s1 = math.cos(k * theta_0), math.sin(k * theta_0), math.cos(k * theta_1), math.sin(k * theta_1)
+    return torch.tensor(
+        [[c0, 0.0, s0, 0.0], [0.0, c1, 0.0, s1], [-s0, 0.0, c0, 0.0], [0.0, -s1, 0.0, c1]], dtype=torch.float64
+    )
+
+
+def _table(theta_0, theta_1, n=40):
+    """Rows q_0 .. q_(n-1) of the two-clock table, sines first: (n, 4)."""
+    return torch.tensor(
+        [
+            [math.sin(m * theta_0), math.sin(m * theta_1), math.cos(m * theta_0), math.cos(m * theta_1)]
+            for m in range(n)
+        ],
+        dtype=torch.float64,
+    )
+
+
+def _with_float32_trigonometry(theta_0, theta_1, k):
+    """The right layout and signs, with the angles and their sines and cosines in float32 (torch's default)."""
+    out = torch.zeros(4, 4)
+    for i, theta in enumerate((theta_0, theta_1)):
+        angle = torch.tensor(k * theta)  # float32
+        c, s = torch.cos(angle), torch.sin(angle)
+        out[i, i], out[i, i + 2], out[i + 2, i], out[i + 2, i + 2] = c, s, -s, c
+    return out
 
 
 def test_02_4_a_correct_shift_map_passes():
     found = verdict("02.4", shift_map)
     assert found.correct, found.message
-    # and it really is the map: q_(m+k) = M_k q_m for the pair [sin mθ, cos mθ].
-    theta = 0.37
-    q = torch.tensor([[math.sin(m * theta), math.cos(m * theta)] for m in range(40)], dtype=torch.float64)
-    assert torch.allclose(q[:-3] @ shift_map(theta, 3).T, q[3:], atol=1e-12)  # rows: q_(m+3) = q_m M_3ᵀ
-    assert torch.allclose(q[5:] @ shift_map(theta, -5).T, q[:-5], atol=1e-12)  # k = -5 turns backwards
+    # and it really is the map: q_(m+k) = M_k q_m for the two-clock table, sines first.
+    q = _table(0.37, 1.3)
+    assert torch.allclose(q[:-3] @ shift_map(0.37, 1.3, 3).T, q[3:], atol=1e-12)  # rows: q_(m+3) = q_m M_3ᵀ
+    assert torch.allclose(q[5:] @ shift_map(0.37, 1.3, -5).T, q[:-5], atol=1e-12)  # k = -5 turns backwards
 
 
-def test_02_4_a_numpy_or_list_answer_passes():
-    assert verdict("02.4", lambda theta, k: shift_map(theta, k).numpy()).correct
-    assert verdict("02.4", lambda theta, k: shift_map(theta, k).tolist()).correct
+def test_02_4_any_array_of_the_right_numbers_passes():
+    # The question says so: a tensor, a NumPy array or nested lists, of any floating dtype, and float32
+    # holding values computed in float64 is within the tolerance (its rounding is relative, about 6e-8).
+    assert verdict("02.4", lambda *a: shift_map(*a).numpy()).correct
+    assert verdict("02.4", lambda *a: shift_map(*a).tolist()).correct
+    assert verdict("02.4", lambda *a: shift_map(*a).float()).correct
+    assert verdict("02.4", lambda *a: shift_map(*a).numpy().astype(np.float32)).correct
+
+
+def test_02_4_float32_trigonometry_is_named_at_the_entry_that_should_be_zero():
+    found = _rejected("02.4", _with_float32_trigonometry, "float32 trigonometry")
+    assert "kθ_0 = π" in found.message and "1e-9" in found.message and "float64" in found.message
+    assert "theta_0=3.14159" in found.message  # the fixed case θ_0 = π, k = 1
+
+    # The same idea written with NumPy's float32 is named too.
+    def numpy_float32(theta_0, theta_1, k):
+        out = np.zeros((4, 4), dtype=np.float32)
+        for i, theta in enumerate((theta_0, theta_1)):
+            angle = np.float32(theta) * np.float32(k)
+            out[i, i], out[i, i + 2], out[i + 2, i], out[i + 2, i + 2] = (
+                np.cos(angle),
+                np.sin(angle),
+                -np.sin(angle),
+                np.cos(angle),
+            )
+        return out
+
+    _rejected("02.4", numpy_float32, "float32 trigonometry")
+    # Why it fails there: sin of float32's π is about 9e-8, not 0, while float64's is below 1e-15.
+    assert 1e-8 < abs(float(torch.sin(torch.tensor(math.pi)))) < 1e-6 and abs(math.sin(math.pi)) < 1e-15
+
+
+def test_02_4_the_question_states_the_tolerance_the_check_uses():
+    exercise = get("02.4")
+    assert (exercise.atol, exercise.rtol) == (1e-9, 1e-6)
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    question = next(c.source for c in notebook.cells if c.source.startswith("### Exercise 4 "))
+    assert "`1e-9 + 1e-6 × |expected entry|`" in question
+    assert "beyond float32's reach" not in question and "as a float64 tensor" not in question
+
+
+def test_02_4_section_7_does_not_print_the_answer():
+    # Section 7 prints the one-clock M_3 for θ = 0.37; the exercise's answer is a (4, 4) matrix that no
+    # cell before it prints, and its first fixed case is not section 7's.
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    index = next(i for i, c in enumerate(notebook.cells) if c.source.startswith("### Exercise 4 "))
+    first = get("02.4").inputs(np.random.default_rng(0))[0]
+    printed = "".join(
+        o.get("text", "") for c in notebook.cells[:index] if c.cell_type == "code" for o in c.get("outputs", [])
+    )
+    answer = shift_map(*first.values())
+    assert str(answer.numpy().round(4)) not in printed
+    assert (first["theta_0"], first["k"]) != (0.37, 3) and (first["theta_1"], first["k"]) != (0.37, 3)
 
 
 def test_02_4_the_wrong_variants_are_named():
-    def cos_sin_order(theta, k):  # R(kθ): right for [cos, sin], wrong here
-        c, s = math.cos(k * theta), math.sin(k * theta)
-        return torch.tensor([[c, -s], [s, c]], dtype=torch.float64)
+    def cos_sin_order(theta_0, theta_1, k):  # R(kθ) per clock: right for [cos, sin], wrong here
+        return shift_map(theta_0, theta_1, -k)
 
-    def one_token(theta, k):
-        return shift_map(theta, 1)
+    def blocks_on_the_diagonal(theta_0, theta_1, k):  # the interleaved layout's map
+        order = [0, 2, 1, 3]
+        return shift_map(theta_0, theta_1, k)[order][:, order]
 
-    def degrees(theta, k):
-        return shift_map(math.radians(theta), k)
+    def one_speed(theta_0, theta_1, k):
+        return shift_map(theta_0, theta_0, k)
 
-    def swapped(theta, k):
-        c, s = math.cos(k * theta), math.sin(k * theta)
-        return torch.tensor([[s, c], [-c, s]], dtype=torch.float64)
+    def speeds_swapped(theta_0, theta_1, k):
+        return shift_map(theta_1, theta_0, k)
+
+    def one_token(theta_0, theta_1, k):
+        return shift_map(theta_0, theta_1, 1)
+
+    def degrees(theta_0, theta_1, k):
+        return shift_map(math.radians(theta_0), math.radians(theta_1), k)
 
     _rejected("02.4", cos_sin_order, "[cos, sin] order")
+    _rejected("02.4", blocks_on_the_diagonal, "interleaved layout")
+    _rejected("02.4", one_speed, "both clocks at the speed θ_0")
+    _rejected("02.4", speeds_swapped, "speeds swapped")
     _rejected("02.4", one_token, "shift by one token")
     _rejected("02.4", degrees, "degrees")
+
+
+def test_02_4_cos_and_sin_swapped_inside_is_named():
+    def swapped(theta_0, theta_1, k):
+        out = torch.zeros(4, 4, dtype=torch.float64)
+        for i, theta in enumerate((theta_0, theta_1)):
+            c, s = math.sin(k * theta), math.cos(k * theta)  # swapped
+            out[i, i], out[i, i + 2], out[i + 2, i], out[i + 2, i + 2] = c, s, -s, c
+        return out
+
     _rejected("02.4", swapped, "cos and sin swapped")
 
 
+def _clock_slots(i):
+    """Row and column indices of clock i's 2 × 2 block, sines first: (2, 1) and (2,)."""
+    slots = torch.tensor([i, i + 2])
+    return slots[:, None], slots
+
+
+def _right_but_for_the_ban(helped):
+    """The ban is what rejects ``helped``: with the helpers allowed, it is a right answer."""
+    exercise = get("02.4")
+    forbid, exercise.forbid = exercise.forbid, ()
+    try:
+        assert verdict("02.4", helped).correct, helped.__name__
+    finally:
+        exercise.forbid = forbid
+
+
 def test_02_4_the_helpers_are_turned_off_while_it_runs():
-    found = _rejected("02.4", lambda theta, k: helpers.shift_matrix(k * theta, 2), "helpers.shift_matrix")
+    def via_shift_matrix(theta_0, theta_1, k):  # each clock's block from helpers, put in its slots
+        out = torch.zeros(4, 4, dtype=torch.float64)
+        for i, theta in enumerate((theta_0, theta_1)):
+            out[_clock_slots(i)] = helpers.shift_matrix(k * theta, 2)
+        return out
+
+    found = _rejected("02.4", via_shift_matrix, "helpers.shift_matrix")
     assert "without it" in found.message
-    _rejected(
-        "02.4",
-        lambda theta, k: helpers.block_rotation(torch.tensor([-k * theta], dtype=torch.float64)),
-        "helpers.block_rotation",
-    )
+    order = [0, 2, 1, 3]  # interleaved -> sines first
+
+    def via_block_rotation(theta_0, theta_1, k):
+        return helpers.block_rotation(torch.tensor([-k * theta_0, -k * theta_1], dtype=torch.float64))[order][:, order]
+
+    _rejected("02.4", via_block_rotation, "helpers.block_rotation")
     assert torch.allclose(helpers.shift_matrix(0.0, 2), torch.eye(2, dtype=torch.float64))  # restored
+    for helped in (via_shift_matrix, via_block_rotation):
+        _right_but_for_the_ban(helped)
 
 
 def test_02_4_edge_cases_are_checked():
     # A map that ignores the sign of k is right for k >= 0 only: the fixed case k = -3 catches it, and it
     # is named as such, not as the [cos, sin] order (which gives the same matrix for k < 0).
-    found = _rejected("02.4", lambda theta, k: shift_map(theta, abs(k)), "ignores the sign of k")
+    found = _rejected("02.4", lambda theta_0, theta_1, k: shift_map(theta_0, theta_1, abs(k)), "ignores the sign of k")
     assert "on input 3 " in found.message and "k=-3" in found.message
     assert "[cos, sin] order" not in found.message
 
 
-def test_02_4_a_float32_intermediate_is_told_to_compute_in_float64():
-    def through_float32(theta, k):
-        angle = float(torch.tensor(k * theta))  # float32 angle, then float64 matrix
-        return shift_map(angle, 1)
-
-    found = _rejected("02.4", through_float32, "float32 precision")
-    assert "compute in float64" in found.message
-
-
 def test_02_4_the_rope_helpers_are_turned_off_too():
-    def via_apply_rope(theta, k):
-        angle = torch.tensor([[k * theta]], dtype=torch.float64)
-        return helpers.apply_rope(torch.eye(2, dtype=torch.float64), torch.cos(angle), torch.sin(angle))
+    order = [0, 2, 1, 3]  # interleaved -> sines first
+
+    def via_apply_rope(theta_0, theta_1, k):
+        # The "half" layout pairs x_j with x_(j+2): rotating the four basis vectors gives M_k's rows.
+        angle = torch.tensor([[k * theta_0, k * theta_1]], dtype=torch.float64)  # (1, 2): one table row
+        basis = torch.eye(4, dtype=torch.float64)  # (4, 4): four tokens, all at table row 0
+        return helpers.apply_rope(
+            basis, torch.cos(angle), torch.sin(angle), layout="half", positions=torch.zeros(4, dtype=torch.long)
+        )
 
     _rejected("02.4", via_apply_rope, "helpers.apply_rope")
 
-    def via_rope_tables(theta, k):
-        cos, sin = helpers.rope_cos_sin(
-            torch.tensor([k * theta], dtype=torch.float64), 2, base=10.0, dtype=torch.float64
-        )
-        c, s = float(cos.flatten()[0]), float(sin.flatten()[0])
-        return torch.tensor([[c, s], [-s, c]], dtype=torch.float64)
+    def via_rope_tables(theta_0, theta_1, k):
+        # d = 2 has speed 1, so positions kθ_0 and kθ_1 give the two clocks' cosines and sines.
+        angles = torch.tensor([k * theta_0, k * theta_1], dtype=torch.float64)
+        cos, sin = helpers.rope_cos_sin(angles, 2, base=10.0, dtype=torch.float64)  # (2, 1) each
+        out = torch.zeros(4, 4, dtype=torch.float64)
+        for i in range(2):
+            c, s = float(cos[i, 0]), float(sin[i, 0])
+            out[_clock_slots(i)] = torch.tensor([[c, s], [-s, c]], dtype=torch.float64)
+        return out
 
     _rejected("02.4", via_rope_tables, "helpers.rope_cos_sin")
 
-    def via_commuting(theta, k):
-        one = torch.tensor([1.0], dtype=torch.float64)
-        return helpers.rotation_commuting_matrix(one, torch.tensor([-k * theta], dtype=torch.float64))
+    def via_commuting(theta_0, theta_1, k):
+        one = torch.tensor([1.0, 1.0], dtype=torch.float64)
+        speeds = torch.tensor([-k * theta_0, -k * theta_1], dtype=torch.float64)
+        return helpers.rotation_commuting_matrix(one, speeds)[order][:, order]
 
     _rejected("02.4", via_commuting, "helpers.rotation_commuting_matrix")
     assert callable(helpers.apply_rope) and helpers.rope_cos_sin(torch.arange(2), 2)[0].shape[-1] >= 1  # restored
+    for helped in (via_apply_rope, via_rope_tables, via_commuting):
+        _right_but_for_the_ban(helped)
 
 
 # ----- 02.5 · the first offset beating k = 710 for θ = 1 -------------------------------------------------

@@ -78,8 +78,9 @@ register(
         ),
         hint="a causal token attends to itself and the tokens before it; "
         "a weighted sum ignores the order of its terms.",
-        explain="A causal token's output depends on the multiset of tokens at or before it (repeats count), "
-        "not on their order.",
+        explain="A causal token's output depends on the token itself, which is also the query, and on the "
+        "multiset of the tokens before it (repeats count), not on their order: 'dog' is the query in both "
+        "sentences, with 'cat' and 'chases' before it.",
     )
 )
 

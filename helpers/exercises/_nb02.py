@@ -3,6 +3,10 @@
 The notebook's pair is ``p_m = [cos mθ, sin mθ]``; ``helpers.sinusoidal_pe`` stores the paper's
 ``[sin mθ, cos mθ]``. With ``d = 2`` there is one clock of speed 1, so feeding it the angles ``mθ``
 gives the clock of speed ``θ`` (the same trick as the notebook's section 7).
+
+Exercises: 02.1 predict an exact return; 02.2 the inner product of two positions; 02.3 the closest
+return of θ = 0.5; 02.4 the shift map of two clocks stored sines first (tensor2tensor's layout), as a
+function; 02.5 the first offset whose gap beats k = 710.
 """
 
 from __future__ import annotations
@@ -204,12 +208,39 @@ register(
 )
 
 
-# ----- 02.4 · the shift map M_k of the paper's [sin, cos] pair, as a function --------------------------
+# ----- 02.4 · the shift map M_k of two clocks stored sines first, as a function -----------------------
+# Section 7 writes out M_k for one clock in the [sin, cos] order and prints it for θ = 0.37, k = 3, so
+# the exercise asks for what section 7 does not show: two clocks in tensor2tensor's layout, all sines
+# first, where a clock's sine and cosine sit d/2 = 2 apart. The check compares entry by entry within
+# _ATOL + _RTOL · |expected| (the question states both numbers): float64 arithmetic is far inside it,
+# and a float32 tensor holding float64-computed values passes too (its rounding is relative, about
+# 6e-8), but float32 trigonometry does not: the sine of float32's π is that number's rounding error of
+# π, about 9e-8, where the entry should be 0 (the fixed case θ_0 = π, k = 1, before any random one).
+
+_ATOL, _RTOL = 1e-9, 1e-6
 
 
-def _shift_map_reference(theta, k):
-    """``M_k`` for the pair ``[sin mθ, cos mθ]`` from ``helpers.shift_matrix`` (one clock of speed 1, shift kθ)."""
-    return _shift_matrix(float(k) * float(theta), 2)
+def _written(x: float) -> str:
+    """A tolerance as the question writes it: ``1e-9``, not ``1e-09``."""
+    return f"{x:.0e}".replace("e-0", "e-")
+
+
+def _place(one_clock, theta_0, theta_1, *, interleaved: bool = False) -> torch.Tensor:
+    """``(4, 4)`` map with ``one_clock(θ_i)`` (a ``(2, 2)`` map of ``[sin, cos]``) on clock ``i``'s two slots.
+
+    Sines first: clock ``i`` keeps its sine at ``i`` and its cosine at ``i + 2``. Interleaved (the
+    wrong layout here): at ``2i`` and ``2i + 1``, blocks on the diagonal.
+    """
+    matrix = torch.zeros((4, 4), dtype=torch.float64)
+    for i, theta in enumerate((theta_0, theta_1)):
+        slots = torch.tensor([2 * i, 2 * i + 1] if interleaved else [i, i + 2])
+        matrix[slots[:, None], slots[None, :]] = torch.as_tensor(one_clock(theta), dtype=torch.float64)
+    return matrix
+
+
+def _shift_map_reference(theta_0, theta_1, k):
+    """``M_k`` for ``[sin mθ_0, sin mθ_1, cos mθ_0, cos mθ_1]``: each clock's block from ``helpers.shift_matrix``."""
+    return _place(lambda theta: _shift_matrix(float(k) * float(theta), 2), theta_0, theta_1)
 
 
 def _turn(angle: float, *, swap: bool = False) -> torch.Tensor:
@@ -220,20 +251,44 @@ def _turn(angle: float, *, swap: bool = False) -> torch.Tensor:
     return torch.tensor([[c, s], [-s, c]], dtype=torch.float64)
 
 
+def _turn_float32(angle: float) -> torch.Tensor:
+    """``_turn`` with the angle, its cosine and its sine in float32 (torch's default dtype): ``(2, 2)``."""
+    a = torch.tensor(angle, dtype=torch.float32)
+    c, s = torch.cos(a), torch.sin(a)
+    return torch.stack((torch.stack((c, s)), torch.stack((-s, c))))
+
+
 def _shift_map_inputs(rng: np.random.Generator) -> list[dict]:
-    fixed = [(0.37, 3), (0.37, 0), (0.37, -3), (math.pi, 1), (2 * math.pi / 12, 4), (1.0, 710)]
-    cases = [{"theta": theta, "k": k} for theta, k in fixed]
+    # (θ_0, θ_1, k): a plain case, k = 0, a negative k, an entry that should be exactly 0 (sin π),
+    # a full turn of the second clock (2π/12 · 12), and the near-return k = 710 of section 5.
+    fixed = [
+        (1.0, 0.1, 3),
+        (1.0, 0.1, 0),
+        (1.0, 0.1, -3),
+        (math.pi, 0.3, 1),
+        (0.25, 2 * math.pi / 12, 12),
+        (1.0, 0.001, 710),
+    ]
+    cases = [{"theta_0": t0, "theta_1": t1, "k": k} for t0, t1, k in fixed]
     for _ in range(20):
-        cases.append({"theta": float(rng.uniform(0.01, 2 * math.pi)), "k": int(rng.integers(-100, 101))})
+        cases.append(
+            {
+                "theta_0": float(rng.uniform(0.01, 2 * math.pi)),
+                "theta_1": float(rng.uniform(0.01, 2 * math.pi)),
+                "k": int(rng.integers(-100, 101)),
+            }
+        )
     return cases
 
 
 register(
     Exercise(
         name="02.4",
-        title="the shift map M_k as a function",
+        title="the shift map M_k of two clocks, sines first",
         kind="function",
         level=2,
+        atol=_ATOL,
+        rtol=_RTOL,
         expected=lambda p: _shift_map_reference,
         inputs=_shift_map_inputs,
         forbid=(
@@ -252,31 +307,54 @@ register(
         mistakes=(
             # Tried first: for k < 0 a map that drops the sign of k equals the [cos, sin] one below.
             Mistake(
-                "the map for |k| gives: it ignores the sign of k, so a negative offset turns the hand forwards "
+                "the map for |k| gives: it ignores the sign of k, so a negative offset turns the clocks forwards "
                 "instead of backwards.",
-                function=lambda theta, k: _turn(abs(k) * theta),
+                function=lambda theta_0, theta_1, k: _place(lambda t: _turn(abs(k) * t), theta_0, theta_1),
             ),
             Mistake(
-                "the matrix for the [cos, sin] order of sections 1-4 gives (or the transpose of the one asked "
-                "for); swapping the two coordinates changes the matrix.",
-                function=lambda theta, k: _turn(-k * theta),
+                "section 7's one-clock matrices placed as 2 × 2 blocks along the diagonal give: that is the map of "
+                "the interleaved layout [sin mθ_0, cos mθ_0, sin mθ_1, cos mθ_1] (the paper's and "
+                "helpers.sinusoidal_pe's). Sines first, a clock's sine and cosine sit two places apart.",
+                function=lambda theta_0, theta_1, k: _place(lambda t: _turn(k * t), theta_0, theta_1, interleaved=True),
             ),
             Mistake(
-                "a shift by one token gives, whatever k is; k tokens turn the hand k times as far.",
-                function=lambda theta, k: _turn(theta),
+                "the rotation R(kθ) of the [cos, sin] order of sections 1-4 gives for each clock (or the transpose "
+                "of the matrix asked for); in the [sin, cos] order a clock's map turns the other way (section 7).",
+                function=lambda theta_0, theta_1, k: _place(lambda t: _turn(-k * t), theta_0, theta_1),
+            ),
+            Mistake(
+                "you get turning both clocks at the speed θ_0; each clock turns at its own speed.",
+                function=lambda theta_0, theta_1, k: _place(lambda t: _turn(k * theta_0), theta_0, theta_1),
+            ),
+            Mistake(
+                "you get with the two speeds swapped between the clocks: entries 0 and 2 belong to θ_0, "
+                "entries 1 and 3 to θ_1.",
+                function=lambda theta_0, theta_1, k: _place(lambda t: _turn(k * t), theta_1, theta_0),
+            ),
+            Mistake(
+                "a shift by one token gives, whatever k is; k tokens turn each clock k times as far.",
+                function=lambda theta_0, theta_1, k: _place(_turn, theta_0, theta_1),
             ),
             Mistake(
                 "you get reading kθ in degrees; θ is in radians per token.",
-                function=lambda theta, k: _turn(math.radians(k * theta)),
+                function=lambda theta_0, theta_1, k: _place(lambda t: _turn(math.radians(k * t)), theta_0, theta_1),
             ),
             Mistake(
                 "you get with cos and sin swapped inside the matrix; swapping the coordinates moves the entries, "
                 "it does not turn cosines into sines.",
-                function=lambda theta, k: _turn(k * theta, swap=True),
+                function=lambda theta_0, theta_1, k: _place(lambda t: _turn(k * t, swap=True), theta_0, theta_1),
+            ),
+            Mistake(
+                "float32 trigonometry gives: an entry that should be exactly 0 comes out as float32's rounding "
+                f"error (here sin kθ_0 with kθ_0 = π), beyond the absolute {_written(_ATOL)} the check allows. "
+                "Form the angles and their sines and cosines in float64 (Python's math, or float64 tensors).",
+                function=lambda theta_0, theta_1, k: _place(lambda t: _turn_float32(k * t), theta_0, theta_1),
             ),
         ),
-        hint="check your matrix on k = 1: it must turn [sin 0, cos 0] = [0, 1] into [sin θ, cos θ].",
-        explain="It depends on θ and k only, never on the position m.",
+        hint="each clock turns on its own, at its own speed; check your matrix on k = 1: it must turn "
+        "q_0 = [0, 0, 1, 1] into q_1 = [sin θ_0, sin θ_1, cos θ_0, cos θ_1].",
+        explain="Each clock is section 7's matrix, spread over the two slots that hold its sine and its cosine; "
+        "the clocks never mix, and nothing depends on the position m.",
     )
 )
 
