@@ -162,3 +162,46 @@ def test_04_5_the_lowest_point_of_the_continuous_curve_at_base_100():
 @pytest.mark.parametrize("name", ["04.1", "04.2", "04.3", "04.4", "04.5"])
 def test_04_every_exercise_has_at_least_two_recorded_mistakes(name):
     assert len(helpers.exercises.get(name).mistakes) >= 2
+
+
+def test_04_t5_leaves_its_scores_unscaled_and_draws_w_q_smaller_instead():
+    """Notebook 04, section 3 says not every model divides its scores by sqrt(d_k): T5 does not, and
+    initialises W_Q smaller by sqrt(d_kv) instead. Checked here against the installed transformers (a test
+    dependency the notebooks may not import), on configurations built in memory: no weights, no network."""
+    pytest.importorskip("transformers")
+    from transformers import T5Config, T5Model
+    from transformers.models.t5.modeling_t5 import T5Attention
+
+    torch.manual_seed(0)
+    small = T5Config(
+        vocab_size=32,
+        d_model=16,
+        d_kv=8,
+        num_heads=2,
+        d_ff=32,
+        num_layers=1,
+        num_decoder_layers=1,
+        dropout_rate=0.0,
+        attn_implementation="eager",
+    )
+    attention = T5Attention(small, has_relative_attention_bias=False).eval()
+    x = torch.randn(1, 5, 16)  # (batch, T, d_model)
+    with torch.no_grad():
+        out = attention(x)[0]  # (1, 5, 16)
+
+        def heads(linear):  # (1, heads, T, d_kv)
+            return linear(x).view(1, 5, 2, 8).transpose(1, 2)
+
+        q, k, v = heads(attention.q), heads(attention.k), heads(attention.v)
+
+        def by_hand(scale):
+            weights = torch.softmax(q @ k.transpose(-1, -2) * scale, dim=-1)  # (1, heads, T, T)
+            return attention.o((weights @ v).transpose(1, 2).reshape(1, 5, 16))
+
+        assert torch.allclose(out, by_hand(1.0), atol=1e-6)  # no 1/sqrt(d_kv)
+        assert not torch.allclose(out, by_hand(8**-0.5), atol=1e-3)  # the scaled version differs
+    # The scale lives in the initialisation: W_Q is drawn with std (d_model d_kv)^(-1/2), W_K with d_model^(-1/2).
+    big = T5Config(vocab_size=32, d_model=256, d_kv=64, num_heads=4, d_ff=32, num_layers=1, num_decoder_layers=1)
+    layer = T5Model(big).encoder.block[0].layer[0].SelfAttention
+    ratio = float(layer.q.weight.detach().std() / layer.k.weight.detach().std())
+    assert abs(ratio - 64**-0.5) < 0.05 * 64**-0.5
