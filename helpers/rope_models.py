@@ -15,7 +15,10 @@ checks every entry against transformers' own RoPE code).
   (their own base, no scaling). ``recommended=True``: the maker's recommended ``rope_scaling``
   (Qwen2.5's YaRN) instead of the shipped one.
 - ``rope_layers(model)``: per layer, which RoPE it uses ("rope", "global", "local") or "none".
-- An entry's optional ``pair_layout`` says which dimensions its maker's code pairs (``PAIR_LAYOUTS``).
+- An entry's optional ``pair_layout`` says which dimensions its maker's code pairs, and its optional
+  ``checkpoint_layout`` which dimensions transformers' code for the model pairs, that is the layout of
+  the checkpoint transformers loads (both one of ``PAIR_LAYOUTS``; ``tests/test_rope_models.py`` checks
+  ``checkpoint_layout`` against transformers' code).
 """
 
 from __future__ import annotations
@@ -50,9 +53,10 @@ ROPE_MODELS_PATH = Path(__file__).resolve().parent.parent / "data" / "rope_model
 LAYER_KINDS = ("rope", "global", "local", "none")
 
 _ENTRY_KEYS = {"key", "name", "family", "year", "config", "sources", "notes"}
-_OPTIONAL_KEYS = {"recommended_rope_scaling", "layer_pattern", "pair_layout"}
+_OPTIONAL_KEYS = {"recommended_rope_scaling", "layer_pattern", "pair_layout", "checkpoint_layout"}
 
-#: Which dimensions form a rotated pair in a maker's reference code (notebook 06, the two layouts).
+#: Which dimensions form a rotated pair (notebook 06, the two layouts): in a maker's reference code
+#: (``pair_layout``) or in transformers' code for the model (``checkpoint_layout``).
 PAIR_LAYOUTS = ("half", "interleaved")
 
 
@@ -136,10 +140,9 @@ def _check_entry(entry, where: str) -> None:
         raise ValueError(
             f"{where} ({entry['key']!r}): every value needs a source; 'sources' is empty or has no 'where'"
         )
-    if "pair_layout" in entry and entry["pair_layout"] not in PAIR_LAYOUTS:
-        raise ValueError(
-            f"{where} ({entry['key']!r}): pair_layout must be one of {PAIR_LAYOUTS}, got {entry['pair_layout']!r}"
-        )
+    for name in ("pair_layout", "checkpoint_layout"):
+        if name in entry and entry[name] not in PAIR_LAYOUTS:
+            raise ValueError(f"{where} ({entry['key']!r}): {name} must be one of {PAIR_LAYOUTS}, got {entry[name]!r}")
     try:
         _settings(entry, local=False, recommended=False)
         if "recommended_rope_scaling" in entry:

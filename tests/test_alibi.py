@@ -318,3 +318,31 @@ def test_key_bias_loses_the_step_between_keys_in_bfloat16():
     assert (torch.softmax(key.double(), -1) - torch.softmax(exact, -1)).abs().max() > 0.1
     anchored = helpers.alibi_bias(8, 1, 2048, dtype=torch.bfloat16)[0, 0]
     assert anchored[-1] - anchored[-2] == 0.5
+
+
+def test_transformers_mpt_keeps_its_anchored_row_in_float32():
+    """Notebook 07, section 4: transformers' MPT builds its ALiBi row as m_h (j - (Tk - 1)) in float32, never casts it
+    to the model's dtype, and adds it to the scores, so a bfloat16 model attends with a float32 bias.
+
+    Bugs this catches in the notebook's account: the row said to be cast to the model's dtype (as BLOOM's is), or
+    said to be anchored anywhere but at the newest key.
+    """
+    pytest.importorskip("transformers", minversion="5.0")
+    import inspect
+
+    from transformers.models.mpt import modeling_mpt
+
+    for n_heads in (8, 12):
+        row = modeling_mpt.build_mpt_alibi_tensor(n_heads, 2048)  # (H, 1, max_seq_len)
+        assert row.dtype == torch.float32 and row.shape == (n_heads, 1, 2048)
+        torch.testing.assert_close(
+            row.double(), helpers.alibi_bias(n_heads, 1, 2048, dtype=torch.float64), rtol=1e-6, atol=0
+        )
+    model_source = inspect.getsource(modeling_mpt.MptModel.forward)
+    assert "alibi = self.build_mpt_alibi_tensor(" in model_source and "alibi.to(" not in model_source
+    attention_source = inspect.getsource(modeling_mpt.MptAttention.forward)
+    assert "attention_scores = attention_scores + position_bias" in attention_source
+    assert "position_bias.to(" not in attention_source
+    assert "softmax(attention_scores.float()" in attention_source
+    scores = torch.zeros(1, 8, 4, 2048, dtype=torch.bfloat16)  # (batch, H, Tq, Tk) in the model's dtype
+    assert (scores + modeling_mpt.build_mpt_alibi_tensor(8, 2048)).dtype == torch.float32  # promoted

@@ -108,14 +108,39 @@ def test_turns_of_the_plain_models_follow_the_closed_form():
 
 
 def test_equal_curves_are_named_and_drawn_apart():
-    """Bug: Llama 2's curve hidden under Mistral's identical one, with no word in the legend."""
+    """Bugs: Llama 2's curve hidden under Mistral's identical one, Code Llama's under Gemma 3's global layers
+    (the same base, and 131,072 / 8 = 16,384 tokens: a curve of 64 points on one of 128), Llama 3's under Llama 4
+    Scout's for the pairs Llama 4 keeps, with no word in the legend."""
     drawing = helpers.plots.rope_model_turns()
-    labels = {key: line.get_label() for key, line in drawing.artists["lines"].items()}
+    lines = drawing.artists["lines"]
+    labels = {key: line.get_label() for key, line in lines.items()}
+    assert drawing.artists["same"] == {"mistral_7b_v0_1": "llama2_7b", "code_llama_7b": "gemma3_4b"}
     assert "same curve as Llama 2 7B" in labels["mistral_7b_v0_1"]
-    assert drawing.artists["lines"]["mistral_7b_v0_1"].get_linestyle() == "None"  # markers only
-    assert drawing.artists["lines"]["llama2_7b"].get_linestyle() == "-"
-    assert sum("same curve" in label for label in labels.values()) == 1
+    assert "same curve as Gemma 3 4B · global layers" in labels["code_llama_7b"]
+    for key in ("mistral_7b_v0_1", "code_llama_7b"):  # markers only, over the line they lie on
+        assert lines[key].get_linestyle() == "None" and lines[key].get_marker() not in ("None", None, "")
+    assert lines["mistral_7b_v0_1"].get_marker() != lines["code_llama_7b"].get_marker()
+    assert sum("same curve" in label for label in labels.values()) == 2
+    shared = drawing.artists["shared"]
+    assert shared == {"llama4_scout": ("llama3_8b", 35), "deepseek_v3": ("llama2_7b", 9)}
+    for key, (other, _) in shared.items():  # dashed over a solid line, so that both colours show
+        assert lines[key].get_linestyle() == "--" and lines[other].get_linestyle() == "-", key
+        assert f"dashed: on {labels[other].split(':')[0]}" in labels[key]
+    solid = [key for key, line in lines.items() if line.get_linestyle() == "-"]
+    assert len(solid) == len(lines) - 4
     assert "(chunk)" in labels["llama4_scout"] and "(window)" in labels["mistral_7b_v0_1"]
+
+
+def test_curve_overlaps_finds_points_on_a_wider_curve():
+    """Bug: a curve with half the points of another, lying on every other point of it, not found (the check
+    compared only curves of the same length)."""
+    wide = np.array([8.0, 4.0, 2.0, 1.0])
+    narrow = wide[::2].copy()  # its points at x = 0, 1/2: those of wide at 0 and 2/4
+    same, shared = helpers.plots.curve_overlaps({"narrow": narrow, "wide": wide, "other": wide * 3})
+    assert same == {"narrow": "wide"} and shared == {}
+    bent = np.array([8.0, 4.0, 0.5, 0.25])  # on wide for its first two points only
+    same, shared = helpers.plots.curve_overlaps({"wide": wide, "bent": bent})
+    assert same == {} and shared == {"bent": ("wide", 2)}
 
 
 def test_turns_of_llama_3_1_use_its_scaled_speeds():

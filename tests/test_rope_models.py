@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import copy
 import importlib
+import inspect
 import json
 import math
+import re
 
 import pytest
 import torch
@@ -269,6 +271,72 @@ def test_pair_layouts_and_the_latent_width_are_recorded_with_sources(tmp_path):
     bad.write_text(json.dumps(data), encoding="utf-8")
     with pytest.raises(ValueError, match="bad.json.*llama2_7b.*pair_layout must be one of .*'interleave'"):
         helpers.rope_models(bad)
+
+
+# The attention class of each transformers module, whose forward applies RoPE to the query and key.
+HF_ATTENTION = {
+    "gpt_neox": "GPTNeoXAttention",
+    "llama": "LlamaAttention",
+    "mistral": "MistralAttention",
+    "qwen2": "Qwen2Attention",
+    "gemma3": "Gemma3Attention",
+    "deepseek_v3": "DeepseekV3Attention",
+    "llama4": "Llama4TextAttention",
+}
+
+
+def _transformers_scores(key, q, k, positions, base):
+    """Scores ``(R_m q_m) · (R_n k_n)`` of one head as transformers' own code for ``key`` rotates it: the function
+    its attention class calls (DeepSeek-V3's chosen by ``config.rope_interleave``, read from the entry's config),
+    fed tables in the form it expects. ``q``, ``k``: float64 ``(T, d)``."""
+    transformers = importlib.import_module("transformers")
+    cls_name, module_name, _ = HF_CLASSES[key]
+    modeling = importlib.import_module(f"transformers.models.{module_name}.modeling_{module_name}")
+    source = inspect.getsource(getattr(modeling, HF_ATTENTION[module_name]).forward)
+    called = set(re.findall(r"\b(apply_rotary_\w+)\(", source))
+    if "apply_rotary_pos_emb_interleave" in called:  # DeepSeek-V3: one or the other, by the config
+        assert "if self.config.rope_interleave" in source
+        config = getattr(transformers, cls_name)(**copy.deepcopy(MODELS[key]["config"]))
+        called = {"apply_rotary_pos_emb_interleave" if config.rope_interleave else "apply_rotary_pos_emb"}
+    assert len(called) == 1, (key, called)
+    name = called.pop()
+    function = getattr(modeling, name)
+    d = q.shape[-1]
+    angle = positions.double()[:, None] * helpers.rope_frequencies(d, base)[0].double()[None]  # (T, d/2)
+    if name == "apply_rotary_emb":  # Llama 4: complex tables, (batch, T, heads, d) inputs
+        freqs_cis = torch.polar(torch.ones_like(angle), angle)[None]  # (1, T, d/2)
+        q_rot, k_rot = function(q[None, :, None], k[None, :, None], freqs_cis)
+        q_rot, k_rot = q_rot[0, :, 0].double(), k_rot[0, :, 0].double()
+    else:  # cos and sin of cat(angle, angle), (batch, heads, T, d) inputs
+        full = torch.cat((angle, angle), -1)[None]  # (1, T, d)
+        q_rot, k_rot = function(q[None, None], k[None, None], full.cos(), full.sin())
+        q_rot, k_rot = q_rot[0, 0], k_rot[0, 0]
+    return name, q_rot @ k_rot.T  # (T, T)
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_the_checkpoint_layout_is_the_one_transformers_rotates(key):
+    """Bug: notebook 09's table saying transformers rotates every model with rotate_half (the half layout), when
+    its Llama 4 code multiplies neighbouring pairs as complex numbers and its DeepSeek-V3 code, with the default
+    rope_interleave, rotates neighbouring pairs too.
+
+    The scores of transformers' own rotation function equal helpers' scores for exactly one layout, the
+    entry's ``checkpoint_layout``.
+    """
+    pytest.importorskip("transformers", minversion="5.0")
+    gen = torch.Generator().manual_seed(0)
+    d, base = 16, 10000.0
+    q, k = torch.randn(2, 12, d, dtype=torch.float64, generator=gen)
+    positions = torch.arange(12) * 7
+    name, want = _transformers_scores(key, q, k, positions, base)
+    cos, sin = helpers.rope_cos_sin(positions, d, base, dtype=torch.float64)
+    matching = []
+    for layout in helpers.PAIR_LAYOUTS:
+        scores = helpers.apply_rope(q, cos, sin, layout=layout) @ helpers.apply_rope(k, cos, sin, layout=layout).T
+        if torch.allclose(scores, want, rtol=0, atol=1e-4):
+            matching.append(layout)
+    assert matching == [MODELS[key]["checkpoint_layout"]], (key, name, matching)
+    assert any("checkpoint_layout" in source["values"] for source in MODELS[key]["sources"]), key
 
 
 def test_the_llama3_type_accepts_equal_band_factors():

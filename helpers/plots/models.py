@@ -29,6 +29,7 @@ __all__ = [
     "variant_rope",
     "attention_span",
     "rope_model_turns",
+    "curve_overlaps",
     "rope_model_scaling",
     "rope_slowest_angles",
     "rope_model_pairs",
@@ -132,6 +133,49 @@ def _shipped(models) -> list[str]:
     return [v for _, v in model_variants(models) if "/" not in v]
 
 
+def _agreeing_pairs(turns_a: np.ndarray, turns_b: np.ndarray) -> int:
+    """How many pairs of ``a`` sit exactly where a pair of ``b`` does (the same ``i / (r/2)``) with the same
+    number of turns (to 1e-9): the points where ``a``'s curve lies on ``b``'s."""
+    n_a, n_b = len(turns_a), len(turns_b)
+    i = np.arange(n_a)
+    shared = (i * n_b) % n_a == 0  # pair i of a is at x = i / n_a, which b has iff i * n_b / n_a is whole
+    j = (i[shared] * n_b) // n_a
+    return int(np.isclose(turns_a[shared], turns_b[j], rtol=1e-9, atol=0).sum())
+
+
+def curve_overlaps(turns: dict) -> tuple[dict, dict]:
+    """Which curves of ``rope_model_turns`` lie on one another, from their turns (``{variant: (r/2,) array}``, in
+    drawing order).
+
+    Returns ``(same, shared)``. ``same[v] = w``: every point of ``v`` lies on ``w``'s curve (``w`` has as many
+    points or more; of two equal curves the later is ``v``); ``v`` is drawn with open markers over ``w``'s line.
+    ``shared[v] = (w, n)``: ``n >= 2`` of ``v``'s points lie on the curve of an earlier line ``w``, but not all;
+    ``v`` is drawn dashed so that ``w`` shows through.
+    """
+    order = list(turns)
+    same, shared = {}, {}
+    for k, v in enumerate(order):
+        for w in order:
+            if w == v or len(turns[w]) < len(turns[v]):
+                continue
+            if _agreeing_pairs(turns[v], turns[w]) == len(turns[v]) and (
+                len(turns[w]) > len(turns[v]) or order.index(w) < k
+            ):
+                same[v] = w
+                break
+    for k, v in enumerate(order):
+        if v in same:
+            continue
+        for w in order[:k]:
+            if w in same:
+                continue
+            n = max(_agreeing_pairs(turns[v], turns[w]), _agreeing_pairs(turns[w], turns[v]))
+            if n >= 2:
+                shared[v] = (w, n)
+                break
+    return same, shared
+
+
 def rope_model_turns(variants=None, *, models=None) -> Drawing:
     """Turns each pair makes over the longest offset a layer sees, ``C θ_i / 2π`` with ``C`` from
     ``attention_span`` (the published context, the sliding window or the attention chunk), for every variant (default:
@@ -140,36 +184,46 @@ def rope_model_turns(variants=None, *, models=None) -> Drawing:
     x: the pair's place in the rotated part, ``i / (r/2)`` from 0 (fastest) to 1 (slowest), so
     that heads of different widths share one axis; y: turns (log). Pairs on or above the line at 1
     complete a full turn within ``C``, pairs below never do. Scaled models use their scaled speeds.
-    Static.
+
+    Every curve stays visible (``curve_overlaps``): a curve whose every point lies on another's
+    (Mistral's window on Llama 2's context, Code Llama on Gemma 3's global layers) is drawn with open
+    markers over that line and named in its legend entry; a curve that runs on an earlier one for part
+    of its length (Llama 4 Scout on Llama 3, DeepSeek-V3 on Llama 2) is dashed. Static.
     """
     models = _models(models)
     variants = _shipped(models) if variants is None else list(variants)
-    fig, ax = new_figure(10.0, 4.6)
-    lines, counts, curves = {}, {}, {}
-    for k, variant in enumerate(variants):
+    fig, ax = new_figure(10.0, 6.4)
+    lines, counts, turns, spans = {}, {}, {}, {}
+    for variant in variants:
         rope = variant_rope(variant, models=models)
-        span, kind = attention_span(variant, models=models)
-        turns = span / rope.wavelengths.numpy()  # (r/2,)
-        pairs = len(turns)
-        counts[variant] = int((turns >= 1.0).sum())
-        # A curve equal to an earlier one (Mistral's window = Llama 2's context, same base) is named
-        # in the earlier one's legend entry and drawn with markers only, so that both stay visible.
-        same = [v for v, c in curves.items() if len(c) == pairs and np.allclose(c, turns, rtol=1e-12, atol=0)]
-        curves[variant] = turns
+        spans[variant] = attention_span(variant, models=models)
+        turns[variant] = spans[variant][0] / rope.wavelengths.numpy()  # (r/2,)
+        counts[variant] = int((turns[variant] >= 1.0).sum())
+    same, shared = curve_overlaps(turns)
+    markers = iter("os^Dv")
+    for k, variant in enumerate(variants):
+        pairs = len(turns[variant])
+        span, kind = spans[variant]
         label = f"{_label(variant, models)}: {counts[variant]} of {pairs} in {token_count(span)}" + (
             f" ({kind})" if kind != "context" else ""
         )
-        if same:
-            label += f" (same curve as {_label(same[0], models)})"
+        style = {"linestyle": "-", "marker": None}
+        if variant in same:
+            label += f" (same curve as {_label(same[variant], models)})"
+            style = {"linestyle": "None", "marker": next(markers), "zorder": 3}
+        elif variant in shared:
+            other, n = shared[variant]
+            label += f" (dashed: on {_label(other, models)} for {n} pairs)"
+            style = {"linestyle": (0, (5, 3)), "marker": None, "zorder": 2.5}
         lines[variant] = ax.plot(
             np.arange(pairs) / pairs,
-            turns,
-            "o" if same else "-",
+            turns[variant],
             markersize=3.5,
             markerfacecolor="none",
             color=pair_color(k),
             linewidth=1.4,
             label=label,
+            **style,
         )[0]
     ax.axhline(1.0, color="0.2", linewidth=1.0)
     ax.text(0.005, 1.15, "one full turn", fontsize=8, va="bottom")
@@ -182,13 +236,20 @@ def rope_model_turns(variants=None, *, models=None) -> Drawing:
     ax.legend(
         fontsize=7.5,
         frameon=False,
-        loc="center left",
-        bbox_to_anchor=(1.01, 0.5),
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.11),
+        ncols=2,
         title="pairs completing a turn within C",
         title_fontsize=8,
     )
-    fig.subplots_adjust(left=0.08, right=0.56, bottom=0.12, top=0.92)
-    return Drawing("rope_model_turns", fig, lambda **_: None, {}, {"lines": lines, "counts": counts})
+    fig.subplots_adjust(left=0.08, right=0.97, bottom=0.33, top=0.94)
+    return Drawing(
+        "rope_model_turns",
+        fig,
+        lambda **_: None,
+        {},
+        {"lines": lines, "counts": counts, "same": same, "shared": shared},
+    )
 
 
 # ----- what each scaling does to each pair ----------------------------------------------------------
