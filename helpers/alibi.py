@@ -22,7 +22,12 @@ grows too. In bfloat16 (8 bits of mantissa) the step between neighbouring keys o
 (``m = 1/2``) is lost once ``m_h j`` passes 128 (256 keys): at 2048 keys the two newest keys get the same bias
 and the weights differ from the exact ones by more than 0.1; float16 loses it by 8192 keys. BLOOM
 casts its row to the model's dtype. MPT anchors the newest key at 0 instead,
-``m_h (j - (Tk - 1))``, which equals ``alibi_bias``'s last row: small numbers where the weight is.
+``m_h (j - (Tk - 1))``, which equals ``alibi_bias``'s last row: small numbers where the newest
+query's weight is, but the same row serves every query, and for query ``i`` it is
+``-m_h (i - j) - m_h (Tk - 1 - i)``, large again far from the newest. In bfloat16 that row fixes
+only the queries near the newest (notebook 07 counts the rest); what keeps transformers' MPT exact
+is that it leaves the row in float32. Only the per-cell ``-m_h (i - j)`` of ``alibi_bias``, or a
+float32 row, holds for every query.
 """
 
 from __future__ import annotations
@@ -122,7 +127,8 @@ def alibi_key_bias(n_heads: int, n_keys: int, *, device=None, dtype: torch.dtype
     Not in a low-precision ``dtype`` at length: the values reach ``m_h (Tk - 1)``, and in bfloat16
     at 2048 keys head 0's two newest keys already get the same bias (the 0.5 step is rounded away),
     which moves its weights by more than 0.1. MPT's anchored form ``m_h (j - (Tk - 1))``, that is
-    ``alibi_bias(H, 1, Tk)``, keeps the step where the weight is.
+    ``alibi_bias(H, 1, Tk)``, keeps the step for the newest query only (the row is shared by
+    every query); keep the row in float32, as transformers' MPT does, or use ``alibi_bias``.
     """
     n_heads = check_int("n_heads", n_heads, minimum=1)
     n_keys = check_int("n_keys", n_keys, minimum=0)

@@ -235,7 +235,7 @@ def _pairs_text(pairs: list[tuple[int, int]]) -> str:
 
 _LAYOUT_NAMES = {
     "interleaved": "the interleaved layout (RoFormer, Meta): pairs (x_2i, x_2i+1)",
-    "half": "the half layout (GPT-NeoX, Hugging Face's Llama-family code): pairs (x_i, x_i+d/2)",
+    "half": "the half layout (GPT-NeoX, Hugging Face's code for Llama 1 to 3): pairs (x_i, x_i+d/2)",
 }
 
 
@@ -718,7 +718,7 @@ def check_alibi(bias_fn, *, max_heads: int = 64, n_tokens: int = 16) -> CheckRep
             compared, and each row only up to a constant (softmax ignores one): the distance form
             ``-m_h (i - j)`` and the reference code's ``+m_h j`` both pass; what the bias holds
             above the diagonal (``-inf`` or anything a separate mask covers) is not checked. A
-            broadcastable ``(H, 1, Tk)`` result (BLOOM's and MPT's ``+m_h j``) is expanded, and a
+            broadcastable ``(H, 1, Tk)`` result (BLOOM's ``+m_h j``, MPT's anchored row) is expanded, and a
             bfloat16 or float16 result is compared within its own rounding.
         max_heads: slopes are checked for every head count ``1 .. max_heads``.
         n_tokens: ``Tk`` of the probes (at least 4).
