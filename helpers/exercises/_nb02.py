@@ -197,9 +197,9 @@ register(
                 value=lambda p: round(_closest_return(p["theta"], p["max_shift"])[0] * p["theta"] / (2 * math.pi)),
             ),
             Mistake(
-                "the θ = 1 clock of section 5 gives; at this clock's speed that offset leaves the hand about half "
-                "a turn from its start, as far as it can be.",
-                value=lambda p: _closest_return(1.0, p["max_shift"])[0],
+                "you get by making |sin kθ| smallest instead of the gap 2|sin(kθ/2)|: sin kθ is near 0 after every "
+                "half turn, and this offset leaves the hand about half a turn from its start, as far as it can be.",
+                value=lambda p: min(range(1, p["max_shift"] + 1), key=lambda k: abs(math.sin(k * p["theta"]))),
             ),
         ),
         hint="the hand need not come closest after a single turn.",
@@ -215,7 +215,10 @@ register(
 # _ATOL + _RTOL · |expected| (the question states both numbers): float64 arithmetic is far inside it,
 # and a float32 tensor holding float64-computed values passes too (its rounding is relative, about
 # 6e-8), but float32 trigonometry does not: the sine of float32's π is that number's rounding error of
-# π, about 9e-8, where the entry should be 0 (the fixed case θ_0 = π, k = 1, before any random one).
+# π, about 9e-8, where the entry should be 0 (the fixed case θ_0 = π/2, k = 2, before any random one).
+# Not θ_0 = π, k = 1: there sin mθ_0 = 0 at every whole m, the table of q_m has rank 3, and column 0 of
+# M_k is not fixed by q_(m+k) = M_k q_m, so a right answer found from the tables alone (least squares)
+# would be rejected. At π/2 every fixed case has a table of rank 4, and kθ_0 = π still holds.
 
 _ATOL, _RTOL = 1e-9, 1e-6
 
@@ -259,13 +262,13 @@ def _turn_float32(angle: float) -> torch.Tensor:
 
 
 def _shift_map_inputs(rng: np.random.Generator) -> list[dict]:
-    # (θ_0, θ_1, k): a plain case, k = 0, a negative k, an entry that should be exactly 0 (sin π),
+    # (θ_0, θ_1, k): a plain case, k = 0, a negative k, an entry that should be exactly 0 (sin 2 · π/2),
     # a full turn of the second clock (2π/12 · 12), and the near-return k = 710 of section 5.
     fixed = [
         (1.0, 0.1, 3),
         (1.0, 0.1, 0),
         (1.0, 0.1, -3),
-        (math.pi, 0.3, 1),
+        (math.pi / 2, 0.3, 2),
         (0.25, 2 * math.pi / 12, 12),
         (1.0, 0.001, 710),
     ]
