@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -525,6 +526,35 @@ def test_sdpa_is_causal_aligns_top_left_and_helpers_aligns_bottom_right():
     torch.testing.assert_close(
         helpers.attention(q, k, v, causal=True)[0], F.scaled_dot_product_attention(q, k, v, is_causal=True)
     )
+
+
+def test_torch_ships_a_bottom_right_causal_mask_that_matches_helpers():
+    """torch.nn.attention.bias.causal_lower_right (notebook 00) aligns bottom-right: passed to
+    scaled_dot_product_attention with fewer queries than keys, it gives helpers.attention's output."""
+    from torch.nn.attention.bias import causal_lower_right
+
+    g = torch.Generator().manual_seed(11)
+    q, k, v = (
+        torch.randn(1, 2, 3, 8, generator=g),
+        torch.randn(1, 2, 7, 8, generator=g),
+        torch.randn(1, 2, 7, 8, generator=g),
+    )
+    sdpa = F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(3, 7))
+    torch.testing.assert_close(sdpa, helpers.attention(q, k, v, causal=True)[0])
+    assert (sdpa - F.scaled_dot_product_attention(q, k, v, is_causal=True)).abs().max() > 1e-2
+
+
+def test_whisper_sinusoids_put_every_sine_before_every_cosine():
+    """transformers' Whisper builds tensor2tensor's table (notebook 00): speeds 10000^(-i/(d/2 - 1)),
+    every sine first, then every cosine, not the interleaved sin/cos of helpers.sinusoidal_pe."""
+    whisper = _modeling("whisper")
+    length, channels = 50, 16
+    table = whisper.sinusoids(length, channels).double()  # (T, d)
+    speeds = torch.exp(-math.log(10000.0) * torch.arange(channels // 2, dtype=torch.float64) / (channels // 2 - 1))
+    angles = torch.arange(length, dtype=torch.float64)[:, None] * speeds[None, :]
+    torch.testing.assert_close(table, torch.cat([angles.sin(), angles.cos()], dim=1), atol=1e-5, rtol=0)
+    interleaved = torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1)
+    assert (table - interleaved).abs().max() > 0.5
 
 
 # ---------------------------------------------------------------------------------------------
