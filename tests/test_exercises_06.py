@@ -43,7 +43,9 @@ def test_06_2_the_stretch_to_four_figures():
     "wrong, says",
     [
         (5.2664, "applied to b'/b"),  # 5^(64/62)
-        (5, "the exponent taken as 1"),  # b'/b
+        (5, "the exponent left out"),  # b'/b
+        (1, "(d−2)//d is 0"),  # 5 ** (62 // 64)
+        (5 ** (62 // 64), "use / for the exponent"),
         (4.5215, "d/2 = 32"),  # 5^(30/32)
         (4.8758, "head width of section 8"),  # 5^(126/128)
         (4.7643, "rounded to 0.97"),  # 5^0.97
@@ -99,7 +101,7 @@ def test_06_4_the_stretch_to_three_figures():
         (17.66, "log2"),  # 2^(10 (sqrt 2 - 1))
         (13872, "log10"),  # 10^(10 (sqrt 2 - 1))
         (148.4, "without its last term"),  # 1 + 0.2 ln s = 2: e^5
-        (64, "power of two"),
+        (64, "you get by rounding up to the power of two"),
         (60.34, "rounded to 1.41"),  # e^(10 · 0.41)
     ],
 )
@@ -125,6 +127,26 @@ def _turn(x, positions, base, *, layout="half", sign=1.0, two=2):
     return out
 
 
+def _half_with_the_interleaved_table(x, positions, base):
+    """The common bug: the angles repeated in place (the interleaved table), then rotate_half."""
+    d = x.shape[-1]
+    table = torch.tensor([[m * base ** (-2 * (j // 2) / d) for j in range(d)] for m in positions.tolist()])  # (T, d)
+    return x * torch.cos(table) + torch.cat((-x[:, d // 2 :], x[:, : d // 2]), -1) * torch.sin(table)
+
+
+def _half_in(dtype):
+    """A correct half-layout RoPE computed in dtype (the angles and the rotation), returned in that dtype."""
+
+    def turn(x, positions, base):
+        d = x.shape[-1]
+        theta = (base ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)).to(dtype)  # (d/2,)
+        angle = positions.to(dtype)[:, None] * theta  # (T, d/2)
+        front, back = x[:, : d // 2].to(dtype), x[:, d // 2 :].to(dtype)
+        return torch.cat((front * angle.cos() - back * angle.sin(), front * angle.sin() + back * angle.cos()), -1)
+
+    return turn
+
+
 def test_06_5_a_correct_implementation_passes():
     found = verdict("06.5", lambda x, positions, base: _turn(x, positions, base))
     assert found.correct and "correct on all" in found.message
@@ -135,12 +157,35 @@ def test_06_5_a_correct_implementation_passes():
     [
         (lambda x, p, b: _turn(x, p, b, layout="interleaved"), "the interleaved layout gives"),
         (lambda x, p, b: _turn(x, p, b, sign=-1.0), "a turn by −mθ_i gives"),
+        (_half_with_the_interleaved_table, "repeat_interleave"),
         (lambda x, p, b: _turn(x, p, b, two=1), "base^(−i/d)"),
     ],
 )
 def test_06_5_recorded_mistakes(wrong, says):
     found = verdict("06.5", wrong)
     assert not found.correct and says in found.message
+
+
+def test_06_5_asks_for_float64_and_says_so_for_a_float32_result():
+    # float32 angles, as torch.arange(d // 2) / d gives by default, with a float64 x: a float64 result
+    def float32_angles(x, positions, base):
+        d = x.shape[-1]
+        angle = positions[:, None] * base ** (-2 * torch.arange(d // 2) / d)  # (T, d/2), float32
+        front, back = x[:, : d // 2], x[:, d // 2 :]
+        return torch.cat((front * angle.cos() - back * angle.sin(), front * angle.sin() + back * angle.cos()), -1)
+
+    for implementation, dtype_named in ((float32_angles, False), (_half_in(torch.float32), True)):
+        found = verdict("06.5", implementation)
+        assert not found.correct and "close, but only to about float32 precision" in found.message
+        assert "compute in float64" in found.message and "Hint" not in found.message
+        assert ("your function returns float32" in found.message) == dtype_named
+    assert verdict("06.5", _half_in(torch.float64)).correct
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_06_5_a_short_dtype_is_pointed_to_the_precision(dtype):
+    found = verdict("06.5", _half_in(dtype))
+    assert not found.correct and "float16 or bfloat16: compute in float64" in found.message
 
 
 def test_06_5_refuses_helpers_and_reports_other_errors():
