@@ -374,3 +374,50 @@ def test_the_kernel_lock_does_not_shadow_the_planted_copy():
     """A conftest.py at the repository's root would put the root first on sys.path in every pytest
     run, and tests/test_planted_bugs.py would import the real helpers instead of its copy."""
     assert not (ROOT / "conftest.py").exists()
+
+
+# Readable in one sitting: a reader meets a check of what they just read (an assert, a printed
+# verdict or an exercise) at least every MAX_UNCHECKED cells.
+MAX_UNCHECKED = 12
+CHECK_IN = re.compile(r"\bassert\b|\bcheck\(|\bverdict\(|: True\b")
+
+
+def longest_unchecked_run(nb) -> tuple[int, int]:
+    """The longest run of consecutive cells with no check-in, and the index of the cell it ends at.
+
+    A check-in is a code cell that asserts, calls an exercise check, or prints a verdict (": True").
+    """
+    longest, run, end = 0, 0, -1
+    for index, cell in enumerate(nb.cells):
+        text = cell.source if cell.cell_type == "code" else ""
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            text += out.get("text", "")
+        if cell.cell_type == "code" and CHECK_IN.search(text):
+            run = 0
+            continue
+        run += 1
+        if run > longest:
+            longest, end = run, index
+    return longest, end
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
+def test_a_check_in_at_least_every_dozen_cells(path):
+    nb = nbformat.read(path, as_version=4)
+    longest, end = longest_unchecked_run(nb)
+    assert longest <= MAX_UNCHECKED, (
+        f"{path.name}: {longest} cells in a row, ending at cell {end}, with no assert, exercise check or printed"
+        f" verdict; readers need a check-in at least every {MAX_UNCHECKED} cells"
+    )
+
+
+def test_the_check_in_rule_catches_a_long_unchecked_stretch():
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# Title")]
+    nb.cells += [nbformat.v4.new_markdown_cell(f"Paragraph {i}.") for i in range(MAX_UNCHECKED)]
+    assert longest_unchecked_run(nb)[0] == MAX_UNCHECKED + 1
+    nb.cells.insert(6, nbformat.v4.new_code_cell("assert 1 + 1 == 2"))
+    assert longest_unchecked_run(nb)[0] <= MAX_UNCHECKED
+    printed = nbformat.v4.new_code_cell("print('within 1e-12:', ok)")
+    printed.outputs = [nbformat.v4.new_output("stream", name="stdout", text="within 1e-12: True\n")]
+    assert CHECK_IN.search(printed.outputs[0]["text"]) and not CHECK_IN.search("print(x)")
