@@ -78,6 +78,18 @@ def test_09_2_recorded_mistakes():
     assert "not right" in verdict("09.2", 58).message
 
 
+def test_09_2_a_head_width_from_the_model_width_is_named():
+    # hidden_size / num_attention_heads = 2560 / 8 = 320 for Gemma 3 4B, not its head_dim 256 (notebook 09,
+    # section 1); with that width the count happens to equal the count of the pairs that do turn.
+    config = MODELS["gemma3_4b"]["config"]
+    wrong_width = config["hidden_size"] // config["num_attention_heads"]
+    assert (wrong_width, config["head_dim"]) == (320, 256)
+    base, window = config["rope_local_base_freq"], config["sliding_window"]
+    never = sum(2 * math.pi * base ** (2 * i / wrong_width) > window for i in range(wrong_width // 2))
+    assert never == 71 == config["head_dim"] // 2 - _gemma_local_never()
+    _says("09.2", never, "hidden_size / num_attention_heads", "do complete a turn")
+
+
 # ----- 09.3 · DeepSeek-V3's softmax temperature -------------------------------------------------------
 
 
@@ -95,6 +107,7 @@ def test_09_3_the_temperature_is_one_over_the_square_of_yarns_factor():
     [
         (1.874, "temperature T = 1/c"),  # the factor on the scores, not inverted
         (0.7306, "one side only"),  # 1 / (0.1 ln 40 + 1)
+        (1.369, "YaRN's factor itself"),  # 0.1 ln 40 + 1: neither squared nor turned into a temperature
         (1.0, "the cos and sin tables carry"),
         (1 / 1.346, "log10"),
         (1 / 2.348, "log2"),

@@ -130,7 +130,11 @@ register(
                 value=lambda p: _never_within(model_rope(p["model"]).wavelengths, _gemma_window(p)),
             ),
             Mistake(
-                "you get when you count the pairs that do complete a turn; the question asks for the others.",
+                # Two ideas give this number for Gemma 3 4B, so the message names both: counting the pairs
+                # that turn, and a head width of hidden_size / num_attention_heads (2560 / 8 = 320, not 256).
+                "you get in two ways: by counting the pairs that do complete a turn (the question asks for the "
+                "others), or with a head width of hidden_size / num_attention_heads, which for Gemma 3 is not its "
+                "head_dim, the width RoPE sees (section 1).",
                 value=lambda p: int((model_rope(p["model"], local=True).wavelengths <= _gemma_window(p)).sum()),
             ),
             Mistake(
@@ -178,12 +182,18 @@ register(
         expected=_temperature,
         mistakes=(
             Mistake(
-                "the factor on every score, c; a softmax of c · score is a softmax at temperature T = 1/c.",
+                "the factor on every score, c, comes to; a softmax of c · score is a softmax at temperature "
+                "T = 1/c, so turn it over.",
                 value=_score_factor,
             ),
             Mistake(
-                "1 over the factor of one side only; YaRN's factor sits on the query and on the key alike, so "
-                "the score carries its square.",
+                "YaRN's factor itself comes to: what the query, or the key, would carry alone. Find the factor "
+                "on the whole score q · k, then turn a factor on the scores into a temperature.",
+                value=lambda p: _score_factor(p, square=False),
+            ),
+            Mistake(
+                "you get from the factor of one side only; YaRN's factor sits on the query and on the key alike, "
+                "so the score carries its square.",
                 value=lambda p: _temperature(p, square=False),
             ),
             Mistake(
