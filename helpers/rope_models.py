@@ -1,4 +1,4 @@
-"""The RoPE of real models: published settings (``data/rope_models.json``) turned into speeds.
+"""The RoPE of real models: published settings (``helpers/data/rope_models.json``) turned into speeds.
 
 Notation as in ``rope.py``: ``d`` head width, ``r`` rotated width (``int(d p)`` with a partial
 rotary factor ``p``; DeepSeek's ``qk_rope_head_dim``), ``b`` base, ``θ_i`` speeds, ``λ_i = 2π/θ_i``
@@ -7,7 +7,10 @@ wavelengths in tokens, ``s`` scaling factor, ``L`` original context.
 The data file holds each model's RoPE-relevant config.json entries as the model spells them, with
 the source of every value. Nothing is computed here: ``rope_settings_from_config`` reads a config
 and ``rope_frequencies`` computes the speeds, as for any other config (``tests/test_rope_models.py``
-checks every entry against transformers' own RoPE code).
+checks every entry against transformers' own RoPE code). The file is package data: it ships inside
+the ``helpers`` package (and its wheel) and is read through ``importlib.resources``, so an
+installed ``helpers`` finds it outside the repository too (``tests/test_packaging.py`` installs
+the wheel and checks).
 
 - ``rope_models()``: key -> entry, every entry's config checked to be readable.
 - ``model_rope(model, *, seq_len=None, local=False, recommended=False)``: a ``ModelRope`` with
@@ -24,6 +27,7 @@ checks every entry against transformers' own RoPE code).
 from __future__ import annotations
 
 import difflib
+import importlib.resources
 import json
 import math
 from collections.abc import Mapping
@@ -46,8 +50,9 @@ __all__ = [
     "PAIR_LAYOUTS",
 ]
 
-#: The data file read by default: ``data/rope_models.json`` beside the ``helpers`` package.
-ROPE_MODELS_PATH = Path(__file__).resolve().parent.parent / "data" / "rope_models.json"
+#: The data file read by default: ``data/rope_models.json`` inside the ``helpers`` package (a
+#: ``pathlib.Path`` wherever the package is installed as files, as pip and an editable install do).
+ROPE_MODELS_PATH = importlib.resources.files(__package__) / "data" / "rope_models.json"
 
 #: What a layer does with positions: the model's RoPE, Gemma 3's global or local RoPE, or nothing.
 LAYER_KINDS = ("rope", "global", "local", "none")
@@ -98,15 +103,17 @@ def rope_models(path=None) -> dict[str, dict]:
     """The entries of the data file, by key, each checked to be readable by ``helpers``.
 
     Args:
-        path: the JSON file; None: ``ROPE_MODELS_PATH`` (``data/rope_models.json``).
+        path: the JSON file; None: ``ROPE_MODELS_PATH`` (the package's ``data/rope_models.json``).
 
     Raises ``ValueError`` naming the file when it is missing, is not JSON, or holds an entry whose
     config (or recommended scaling) ``rope_settings_from_config`` refuses.
     """
-    path = ROPE_MODELS_PATH if path is None else path
-    if not isinstance(path, (str, Path)):
+    if path is None:
+        path = ROPE_MODELS_PATH  # a Path, or another importlib.resources Traversable: both read_text
+    elif isinstance(path, (str, Path)):
+        path = Path(path)
+    else:
         raise TypeError(f"path must be None, a str or a pathlib.Path, got {path!r} of type {type(path).__name__}")
-    path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:

@@ -54,12 +54,65 @@ def test_torch_is_a_range_not_a_pin():
     assert ">=" in pip["torch"] and "==" not in pip["torch"]
 
 
+def _pyproject_list(name):
+    """A list of pyproject.toml's ``[project]`` (``dependencies``) or of its optional dependencies
+    (``teaching``), parsed as the requirement lines are (Python 3.10 has no tomllib)."""
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert pyproject.count(f"\n{name} = [") == 1, f"pyproject.toml should hold one list {name!r}"
+    block = pyproject.split(f"\n{name} = [", 1)[1].split("]", 1)[0]
+    return _parse(re.findall(r'"([^"]+)"', block))
+
+
 def test_runtime_dependencies_are_in_the_requirements():
     pyproject = (ROOT / "pyproject.toml").read_text()
-    block = pyproject.split("dependencies = [", 1)[1].split("]", 1)[0]
-    runtime = _parse(re.findall(r'"([^"]+)"', block))
+    runtime, teaching = _pyproject_list("dependencies"), _pyproject_list("teaching")
     assert runtime.items() <= _pip("requirements.txt").items()
+    assert teaching.items() <= _pip("requirements.txt").items()
+    assert not runtime.keys() & teaching.keys(), "a package both a dependency and in the teaching extra"
     assert "python_requires" not in pyproject and 'requires-python = ">=3.10"' in pyproject
+    # The distribution is not PyPI's `helpers` (another project); the import name stays helpers.
+    assert re.search(r'^name = "posenc-helpers"$', pyproject, re.M)
+
+
+@functools.cache
+def _loaded_by_import_helpers():
+    """The files of ``helpers`` that ``import helpers`` loads, in a fresh Python."""
+    import subprocess
+
+    code = (
+        "import sys, helpers\n"
+        "for name, module in list(sys.modules.items()):\n"
+        "    if name.split('.')[0] == 'helpers' and getattr(module, '__file__', None):\n"
+        "        print(module.__file__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return {pathlib.Path(line).resolve() for line in out.split()}
+
+
+def test_the_dependencies_are_what_the_maths_imports():
+    """Every package a module loaded by ``import helpers`` imports is a dependency in pyproject.toml;
+    every package the rest of ``helpers`` (plots, widgets, exercises, the experiment) imports comes
+    with the dependencies and the ``teaching`` extra. A maths module that starts importing
+    matplotlib, or a dependency no longer imported, fails here."""
+    runtime, teaching = set(_pyproject_list("dependencies")), set(_pyproject_list("teaching"))
+    with_teaching = _installed_closure(runtime | teaching)
+    providers = _module_providers()
+    loaded = _loaded_by_import_helpers()
+    imported_by_maths, outside = set(), {}
+    for path in sorted((ROOT / "helpers").rglob("*.py")):
+        if path.name in ("_site.py", "_frames.py"):  # make html and make slides: requirements-dev.txt
+            continue
+        modules = _imported_modules(path.read_text()) - set(sys.stdlib_module_names) - {"helpers", "__future__"}
+        for module in modules:
+            dists = {d.lower().replace("_", "-") for d in providers.get(module, [])}
+            if path.resolve() in loaded:
+                imported_by_maths |= dists & runtime
+                if not dists & runtime:
+                    outside[f"{path.relative_to(ROOT)}: {module}"] = "not in dependencies"
+            elif not dists & with_teaching:
+                outside[f"{path.relative_to(ROOT)}: {module}"] = "not in dependencies or the teaching extra"
+    assert not outside, outside
+    assert imported_by_maths == runtime, f"dependencies that import helpers does not use: {runtime - imported_by_maths}"
 
 
 def _installed_closure(names):

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import json
 import math
 from pathlib import Path
 
@@ -325,7 +324,7 @@ def _interleaved_to_half_rows(weight, n_heads):
 
 @pytest.mark.parametrize("key", sorted(DATA_FILE_MODELS))
 def test_data_file_pair_layouts_agree_with_transformers(key):
-    """Every pair_layout in data/rope_models.json (the maker's code) reaches transformers' code of that
+    """Every pair_layout in helpers/data/rope_models.json (the maker's code) reaches transformers' code of that
     model either unchanged or through the conversion the note says: rows of W_q and W_k permuted for
     the Llama family and Mistral, rope_interleave for DeepSeek-V3.
 
@@ -334,7 +333,7 @@ def test_data_file_pair_layouts_agree_with_transformers(key):
     model's transformers code on the rows permuted by transformers' own permutation (and differ by
     more than 1 without it).
     """
-    entries = {m["key"]: m for m in json.loads((ROOT / "data" / "rope_models.json").read_text())["models"]}
+    entries = helpers.rope_models()
     assert set(DATA_FILE_MODELS) >= {k for k, m in entries.items() if "pair_layout" in m}, (
         "a new entry with a pair_layout: add it to DATA_FILE_MODELS"
     )
@@ -685,7 +684,7 @@ def test_deepseek_v3_moves_the_yarn_factor_into_the_softmax_scale():
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
     mod = _modeling("deepseek_v3")
-    entry = {m["key"]: m for m in json.loads((ROOT / "data" / "rope_models.json").read_text())["models"]}["deepseek_v3"]
+    entry = helpers.rope_models()["deepseek_v3"]
     published = entry["config"]["rope_scaling"]
     assert (published["factor"], published["mscale"], published["mscale_all_dim"]) == (40, 1.0, 1.0)
     rope = {

@@ -1,4 +1,4 @@
-"""Notebook 09's pictures and explorer: the RoPE of real models, drawn from data/rope_models.json.
+"""Notebook 09's pictures and explorer: the RoPE of real models, drawn from helpers/data/rope_models.json.
 
 Each drawing is built or updated, then its artists' data are compared with values computed here
 from the published configs alone (closed forms for plain RoPE, a slow transcription of Meta's

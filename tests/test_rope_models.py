@@ -1,4 +1,4 @@
-"""The RoPE of real models (``data/rope_models.json``, ``helpers.rope_models``).
+"""The RoPE of real models (``helpers/data/rope_models.json``, ``helpers.rope_models``).
 
 - Every entry is read by ``helpers`` and its speeds and attention factor are transformers' own,
   computed by the model's own configuration class and RoPE code (no weights, no network), for the

@@ -5,7 +5,7 @@ correct prefill; 09.2 the pairs of Gemma 3's local layers that never complete a 
 sliding window; 09.3 the softmax temperature DeepSeek-V3's scale on every score amounts to; 09.4 Llama 3.1's
 "llama3" scaling of the speeds, written from scratch.
 
-Every model number comes from ``data/rope_models.json`` through ``helpers.rope_models``.
+Every model number comes from ``helpers/data/rope_models.json`` through ``helpers.rope_models``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Pictures for notebook 09: the RoPE settings of real model families, read from
-``data/rope_models.json`` through ``helpers.rope_models`` (article 003 §8.4 and §10).
+``helpers/data/rope_models.json`` through ``helpers.rope_models`` (article 003 §8.4 and §10).
 
 Notation: ``i`` pair index (fast to slow), ``r`` rotated width of a head (``r/2`` pairs), ``θ_i``
 the speed of pair ``i`` in radians per token after the model's scaling, ``θ⁰_i`` the speed with

@@ -15,7 +15,7 @@ __all__ = ["rope_models_explorer"]
 
 @records_call()
 def rope_models_explorer(model: str = "llama3_1_8b", context: int | None = None) -> Explorer:
-    """A drop-down of the models of ``data/rope_models.json`` (with Gemma 3's local layers and
+    """A drop-down of the models of ``helpers/data/rope_models.json`` (with Gemma 3's local layers and
     Qwen2.5's recommended YaRN as their own entries) and a slider over the context length ``C``
     in powers of two from 256 to 16M tokens, over ``plots.rope_model_pairs``: which pairs complete a
     turn within ``C``, and what the model's scaling does to each pair.
