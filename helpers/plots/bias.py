@@ -22,7 +22,7 @@ from matplotlib.ticker import MaxNLocator
 from ..alibi import alibi_bias, alibi_decay_distance, alibi_slopes
 from ..kernels import position_kernel
 from ..relative import relative_position_bucket
-from ._drawing import FULL, Drawing, new_figure
+from ._drawing import FULL, Drawing, Layout, new_figure
 from ._style import pair_color
 
 __all__ = [
@@ -171,14 +171,13 @@ def alibi_heads(
     weight_ax.set_title("newest token's weights, relative", fontsize=9)
     legend_state = {"content": None, "n_heads": None}
 
-    def show_legend(with_content: bool) -> bool:
-        """Legend of the visible lines only; True when it changed (the layout must be redrawn)."""
+    def show_legend(with_content: bool) -> None:
+        """Legend of the visible lines only (it is part of the background: two layouts, kept)."""
         if legend_state["content"] == with_content:
-            return False
+            return
         handles = [prior_line] + ([content_line] if with_content else []) + [one_percent]
         weight_ax.legend(handles=handles, loc="upper right", fontsize=7, frameon=False)  # replaces the old one
         legend_state["content"] = with_content
-        return True
 
     (all_heads,) = dist_ax.plot([], [], "o-", color="0.45", markersize=4, linewidth=1.0, label="every head")
     (chosen,) = dist_ax.plot(
@@ -202,8 +201,7 @@ def alibi_heads(
 
     def update(n_heads: int, head: int, content: float):
         head = min(max(int(head), 0), int(n_heads) - 1)
-        resized = legend_state["n_heads"] != int(n_heads)
-        if resized:  # head indices 0 .. n_heads - 1 only
+        if legend_state["n_heads"] != int(n_heads):  # head indices 0 .. n_heads - 1 only
             dist_ax.set_xlim(-0.7, int(n_heads) - 0.3)
             legend_state["n_heads"] = int(n_heads)
         m = float(alibi_slopes(int(n_heads))[head])
@@ -223,8 +221,10 @@ def alibi_heads(
             + ("" if reach < window else " (off the axis)")
             + f";   content strength {content:.1f}"
         )
-        relegend = show_legend(content > 0)
-        return FULL if relegend or resized else None  # the legend and the axis limits are part of the background
+        show_legend(content > 0)
+        # The background: with or without the content line's legend entry; the head axis is drawn
+        # over it once per head count (an occasional artist) instead of laying out the whole figure.
+        return Layout(content > 0, layer=int(n_heads))
 
     params = {"n_heads": int(n_heads), "head": int(head), "content": float(content)}
     update(**params)
@@ -239,7 +239,7 @@ def alibi_heads(
         "colorbar": bar,
     }
     animated = [image, prior_line, content_line, cutoff, all_heads, chosen, headline]
-    return Drawing("alibi_heads", fig, update, params, artists, animated)
+    return Drawing("alibi_heads", fig, update, params, artists, animated, occasional=[dist_ax.xaxis])
 
 
 def prior_shapes(n_heads: int = 8, d: int = 8, n_distances: int = 16) -> Drawing:

@@ -11,7 +11,7 @@ import torch
 from matplotlib.colors import PowerNorm
 
 from .._checks import check_int
-from ._drawing import FULL, Drawing, new_figure
+from ._drawing import FULL, Drawing, Layout, new_figure
 
 __all__ = [
     "SCHEME_COLORS",
@@ -220,7 +220,8 @@ def extrapolation_panorama(
         dashed = "; dashed line: L" if positions == "all" else ""
         dotted = "; dotted: no context at all" if task == "text" and corpus else ""
         note.set_text(f"lines: mean over {_seeds(results, task, schemes)}; shaded band: {what}{dashed}{dotted}")
-        return FULL  # the y labels change
+        # Twelve states in all (3 tasks x 2 position sets x 2 bands): each frame is drawn once and kept.
+        return Layout((task, positions, band))
 
     update(task, positions, band)
     artists = {"lines": lines, "bands": bands, "note": note, "title": title, "labels": labels, "baselines": baselines}
@@ -344,7 +345,7 @@ def per_position_curves(results: dict, *, task: str | None = None, metric: str =
             f"trained at L = {train_length} (dashed), mean over "
             f"{_seeds(results, task, list(lines))}"
         )
-        return FULL
+        return Layout((task, metric))  # one frame per task and metric, drawn once and kept
 
     update(task, metric)
     return Drawing("per_position_curves", fig, update, {"task": task, "metric": metric}, {"lines": lines})
@@ -407,6 +408,15 @@ def _head_weights(model, tokens: torch.Tensor, layer: int, head: int) -> np.ndar
     return weights[layer][0, head].double().cpu().numpy()
 
 
+def _prefix_weights(full: np.ndarray, length: int) -> np.ndarray:
+    """The weights of the first ``length`` tokens, cut from those of a longer sequence ``full``
+    ``(T_max, T_max + extra)`` (``extra`` = 1 with a BOS key). The models are causal: query ``t``
+    reads tokens ``0 .. t`` only, so its weights do not depend on what follows (the same numbers as a
+    run on the prefix: compared in tests/test_explorer_latency.py)."""
+    extra = full.shape[1] - full.shape[0]
+    return full[:length, : length + extra]
+
+
 def attention_maps(
     models: dict, tokens: torch.Tensor, heads: dict, *, length: int, train_length: int, window: int = 32
 ) -> Drawing:
@@ -449,6 +459,7 @@ def attention_maps(
     bar.set_ticks([0.0, 0.01, 0.05, 0.2, 0.5, 1.0])
     fig.subplots_adjust(left=0.08, right=0.86, bottom=0.15, top=0.78, wspace=0.3)
     title = fig.suptitle("")
+    full = {}  # scheme -> the head's weights over the whole sequence, (T_max, T_max): one model run each
 
     def update(length: int):
         length = check_int("length", length, minimum=2)
@@ -457,7 +468,9 @@ def attention_maps(
         rows = min(window, length)
         for ax, scheme in zip(axes, schemes, strict=True):
             layer, head = heads[scheme]
-            weights = _head_weights(models[scheme], tokens[:length], layer, head)[-rows:]  # (rows, T)
+            if scheme not in full:
+                full[scheme] = _head_weights(models[scheme], tokens, layer, head)
+            weights = _prefix_weights(full[scheme], length)[-rows:]  # (rows, T)
             images[scheme].set_data(weights)
             images[scheme].set_extent((-0.5, length - 0.5, length - 0.5, length - rows - 0.5))
             queries = np.array([length - rows - 0.5, length - 0.5])
@@ -476,7 +489,7 @@ def attention_maps(
             f"Last {rows} queries of a length-{length} sequence ({length / train_length:g}x the training "
             f"length)\n{second}"
         )
-        return FULL
+        return Layout(length)  # the axes follow the length: one frame per length, drawn once and kept
 
     update(length)
     return Drawing("attention_maps", fig, update, {"length": length}, {"images": images, "marks": marks})

@@ -28,4 +28,6 @@ def alibi_explorer(n_heads: int = 8, head: int = 0, content: float = 0.0, max_he
         controls["head"].max = change["new"] - 1  # clamps the value, which redraws once more if it moved
 
     controls["n_heads"].observe(follow, names="value")
-    return Explorer(plots.alibi_heads(n_heads=n_heads, head=head, content=content, max_heads=max_heads), controls)
+    drawing = plots.alibi_heads(n_heads=n_heads, head=head, content=content, max_heads=max_heads)
+    drawing.warm([{"content": 0.0}, {"content": 1.0}])  # the two legends: both backgrounds drawn now
+    return Explorer(drawing, controls)

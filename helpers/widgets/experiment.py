@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+import itertools
+
 import ipywidgets
 
 from .. import plots
 from ._explorer import Explorer, records_call
 
 __all__ = ["extrapolation_explorer", "per_position_explorer", "attention_maps_explorer"]
+
+
+def _states(controls: dict) -> list[dict]:
+    """Every combination of the values the controls offer (buttons, or a slider's steps)."""
+    choices = []
+    for name, control in controls.items():
+        if hasattr(control, "options"):
+            values = [o[1] if isinstance(o, tuple) else o for o in control.options]
+        else:
+            values = list(range(control.min, control.max + 1, control.step))
+        choices.append([(name, value) for value in values])
+    return [dict(combination) for combination in itertools.product(*choices)]
 
 
 def _cached(results):
@@ -34,6 +48,8 @@ def extrapolation_explorer(
         "band": ipywidgets.ToggleButtons(options=["minmax", "std"], value=band, description="spread"),
     }
     drawing = plots.extrapolation_panorama(results, task=task, positions=positions, band=band)
+    # Twelve states: each frame is drawn once now (about 1-2 s), and a click then only copies it.
+    drawing.warm(_states(controls))
     return Explorer(drawing, controls)
 
 
@@ -45,7 +61,9 @@ def per_position_explorer(results: dict | None = None, task: str = "lag", metric
         "task": ipywidgets.ToggleButtons(options=list(results["tasks"]), value=task, description="task"),
         "metric": ipywidgets.ToggleButtons(options=["accuracy", "loss"], value=metric, description="metric"),
     }
-    return Explorer(plots.per_position_curves(results, task=task, metric=metric), controls)
+    drawing = plots.per_position_curves(results, task=task, metric=metric)
+    drawing.warm(_states(controls))  # six frames, drawn once now
+    return Explorer(drawing, controls)
 
 
 @records_call(omit=("models",))
@@ -58,8 +76,9 @@ def attention_maps_explorer(
     ``heads``: ``{scheme: (layer, head)}`` to show; None picks each model's induction head at the
     training length (``experiment.induction_heads``). ``models``: ``{(task, scheme): model}`` as
     ``experiment.load_models`` returns (default: the cached ones; a retrained set when given). A
-    step runs both models (about 200 ms on a CPU), so the figure follows the slider when it is
-    released.
+    models run once over the whole sequence (each length reads a prefix: the models are causal)
+    and every length's frame is drawn when the explorer is made, so a step only shows a kept frame;
+    the figure follows the slider when it is released.
     """
     from .. import experiment
 
@@ -77,4 +96,7 @@ def attention_maps_explorer(
         "length": ipywidgets.IntSlider(value=length, min=16, max=len(tokens) - 1, step=16, description="length T"),
     }
     drawing = plots.attention_maps(maps, tokens, heads, length=length, train_length=config.train_length)
+    # One model run per scheme over the whole sequence (every length is a prefix of it), and one
+    # frame per length drawn now: a step of the slider then only copies a kept frame.
+    drawing.warm(_states(controls))
     return Explorer(drawing, controls, continuous_update=False)
