@@ -24,8 +24,27 @@ Three ways to compute the same thing, chosen by ``attention``'s arguments:
   modifier ``score - m_h |i + Tk - Tq - j|`` and, when causal, a block mask that skips the
   key blocks above the diagonal. Nothing of size ``(Tq, Tk)`` is ever stored. It needs a torch
   with FlexAttention, a C++ compiler on the CPU (inference only: no gradients there) or Triton
-  on CUDA. The first call for a new shape compiles, which takes seconds to a minute on a CPU;
-  later calls are fast. Where it is not available the ALiBi bias is materialised instead.
+  on CUDA. Where it is not available the ALiBi bias is materialised instead.
+
+When FlexAttention is used (``flex``). Compiling takes seconds (on a CPU up to a minute), so by default
+(``flex=None``) it is used only where it pays: two queries or more, and at least
+``FLEX_MIN_SCORES`` ALiBi scores ``H·Tq·Tk`` (below that the materialised bias is at most 4 MiB in
+float32 and the plain path runs in milliseconds). A decoding step (one query) always takes the
+plain path: its bias is one row per head, ``(H, 1, Tk)``, no larger than its scores. ``flex=True``
+asks for FlexAttention at any shape. FlexAttention is compiled once per process and kind of
+device, so that new lengths reuse the kernel. On the CPU with dynamic shapes from the first call
+(``torch.compile(flex_attention, dynamic=True)``), where each compile is slow. On CUDA with
+torch's default: the first shape static (on an H200 with torch 2.11 a static kernel took 1.26 ms
+where a dynamic one took 1.60: causal, 16 heads, 4,096 tokens, bfloat16), then one recompile
+with the sizes that changed made dynamic, which then stay dynamic in that process. Either way
+torch recompiles only a few times as a sequence first crosses a few sizes (one key block and two,
+then a new number of 128-key blocks, once), never per length.
+If compiling or running it raises (torch wraps compiler failures in ``RuntimeError``; with static
+shapes torch 2.14's CPU template failed to compile one query against 512, 1,024 or 2,048 keys),
+the plain path computes the result instead and the failure is remembered for that device, dtype,
+mask, widths and size-1 pattern, so it is not compiled again in this process: silently under
+``flex=None``, with a ``RuntimeWarning`` naming the error under ``flex=True``. Out-of-memory
+errors are raised, not hidden.
 """
 
 from __future__ import annotations
@@ -41,6 +60,12 @@ import torch.nn.functional as F
 from ._checks import check_float_tensor, check_int
 
 __all__ = ["attention", "causal_mask", "score_terms"]
+
+# flex=None compiles FlexAttention only from this many ALiBi scores H·Tq·Tk (module notes).
+FLEX_MIN_SCORES = 1 << 20
+
+_compiled_flex: dict = {}  # device type -> (the torch.compile it was made with, flex_attention compiled)
+_flex_failures: dict[tuple, str] = {}  # what failed to compile or run, by _flex_key, and why
 
 
 def causal_mask(n_queries: int, n_keys: int | None = None, *, device=None) -> torch.Tensor:
@@ -173,8 +198,6 @@ def _causal_block_mask(tq: int, tk: int, device, block: int = 128):
 
 def _flex_alibi(q, k, v, slopes, causal: bool, lead) -> torch.Tensor:
     """ALiBi attention through compiled FlexAttention; output ``(*lead, Tq, dv)``."""
-    from torch.nn.attention.flex_attention import flex_attention
-
     tq, tk, d, dv = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     n_heads = lead[-1]
     q4 = q.expand(*lead, tq, d).reshape(-1, n_heads, tq, d)  # (B, H, Tq, d), B = prod of lead[:-1]
@@ -192,8 +215,40 @@ def _flex_alibi(q, k, v, slopes, causal: bool, lead) -> torch.Tensor:
         warnings.filterwarnings(
             "ignore", message=r"`torch\.jit\.script_method` is deprecated", category=DeprecationWarning
         )
-        out = torch.compile(flex_attention)(q4, k4, v4, score_mod=alibi, block_mask=block_mask)  # (B, H, Tq, dv)
+        out = _compiled_flex_attention(q.device)(q4, k4, v4, score_mod=alibi, block_mask=block_mask)  # (B, H, Tq, dv)
     return out.reshape(*lead, tq, dv)
+
+
+def _compiled_flex_attention(device: torch.device):
+    """``flex_attention`` compiled once per kind of device (module notes), so that new lengths reuse it.
+
+    On the CPU with dynamic shapes from the first call; elsewhere with torch's default (the first
+    shape static, then one recompile with the sizes that changed made dynamic). Made again only if
+    ``torch.compile`` itself was replaced (as tests do to run it uncompiled).
+    """
+    from torch.nn.attention.flex_attention import flex_attention
+
+    options = {"dynamic": True} if device.type == "cpu" else {}
+    compile_ = torch.compile
+    made = _compiled_flex.get(device.type)
+    if made is None or made[0] is not compile_:
+        made = _compiled_flex[device.type] = (compile_, compile_(flex_attention, **options))
+    return made[1]
+
+
+def _flex_key(q, v, causal: bool, lead, tq: int, tk: int) -> tuple:
+    """What a compiled FlexAttention graph is specialised on: a failure is remembered by this key.
+
+    torch specialises sizes 0 and 1 even with dynamic shapes, so which sizes are 1 is part of it.
+    """
+    batch = math.prod(lead[:-1])
+    ones = tuple(n == 1 for n in (batch, lead[-1], tq, tk))
+    return (q.device, q.dtype, causal, q.shape[-1], v.shape[-1], ones)
+
+
+def _flex_worth_it(tq: int, tk: int, lead) -> bool:
+    """Whether ``flex=None`` compiles FlexAttention: two queries or more and ``FLEX_MIN_SCORES`` scores."""
+    return tq >= 2 and lead[-1] * tq * tk >= FLEX_MIN_SCORES
 
 
 def attention(
@@ -215,8 +270,11 @@ def attention(
         need_weights: if True (teaching), also return the ``(..., Tq, Tk)`` weights; if False,
             use a fused kernel (module notes) and return ``None`` for them.
         flex: only for ALiBi with ``need_weights=False`` and no ``bias``. None: FlexAttention
-            where it is available, else a materialised bias; True: FlexAttention or an error
-            saying why not; False: always the materialised bias.
+            where it is available and pays (two queries or more and ``FLEX_MIN_SCORES`` scores
+            ``H·Tq·Tk``; never for a decoding step), else a materialised bias; True:
+            FlexAttention at any shape, or a ``ValueError`` saying why it cannot be used here;
+            False: always the materialised bias. If compiling fails, the materialised bias is
+            used instead (with a ``RuntimeWarning`` under ``flex=True``; module notes).
 
     Returns:
         ``(output, weights)``: output ``(..., Tq, dv)``; weights ``(..., Tq, Tk)`` or None.
@@ -249,12 +307,28 @@ def attention(
             f"alibi_slopes={'given' if alibi_slopes is not None else None}, need_weights={need_weights}, "
             f"bias={'given' if bias is not None else None}"
         )
-    if flex_applies and flex is not False:
+    if flex_applies and (flex or (flex is None and _flex_worth_it(tq, tk, lead))):
         reason = _flex_unavailable(q, k, v)
         if reason is not None and flex:
             raise ValueError(f"flex=True, but FlexAttention cannot be used: {reason}")
         if reason is None and tq > 0 and tk > 0:
-            return _flex_alibi(q, k, v, alibi_slopes, causal, lead), None
+            key = _flex_key(q, v, causal, lead, tq, tk)
+            failure = _flex_failures.get(key)
+            if failure is None:
+                try:
+                    return _flex_alibi(q, k, v, alibi_slopes, causal, lead), None
+                except torch.OutOfMemoryError:
+                    raise
+                except RuntimeError as error:  # torch wraps every compiler failure in a RuntimeError
+                    failure = f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:300]}"
+                    _flex_failures[key] = failure
+            if flex:
+                warnings.warn(
+                    f"flex=True, but FlexAttention failed for these shapes ({failure}); the materialised "
+                    "ALiBi bias is used instead, and FlexAttention is not tried again for them in this process",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
 
     additive = bias
     if alibi_slopes is not None:
@@ -269,6 +343,16 @@ def attention(
     if not need_weights:
         if mask is not None:
             additive = additive.masked_fill(~mask, float("-inf"))  # (..., Tq, Tk)
+        full = torch.broadcast_shapes(lead, additive.shape[:-2])  # leading dims of the output
+        if q.shape[:-2] != full:
+            # torch broadcasts q against k and v, not against the mask: heads (or batches) that only the
+            # bias or the slopes have are given to q as a view, not a copy.
+            q = q.expand(*full, tq, q.shape[-1])  # (*full, Tq, d)
+        if bias is None and additive.dim() < len(full) + 2:
+            # ALiBi alone: the (H, Tq, Tk) bias viewed with q's leading dimensions. On the CPU, torch's
+            # fused kernel takes a mask with as many dimensions as q, and a shorter one falls back to the
+            # unfused formula (several times slower, for a decoding step too).
+            additive = additive.view((1,) * (len(full) + 2 - additive.dim()) + tuple(additive.shape))
         return F.scaled_dot_product_attention(q, k, v, attn_mask=additive), None  # (..., Tq, dv)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., Tq, Tk)
     if additive is not None:

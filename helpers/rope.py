@@ -323,8 +323,25 @@ def _round_from_float64(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return single.to(dtype)
 
 
+def _layout_hint(x: torch.Tensor, n_positions: int) -> str:
+    """The end of a message about positions: which dimension of ``x`` is read as positions, and,
+    where dimension -3 has the size that was expected, the likely cause (a ``(B, T, H, d)`` tensor)."""
+    t = x.shape[-2]
+    hint = f"; x of shape {tuple(x.shape)} is read as (..., T, d): its dimension -2 (size {t}) holds the positions"
+    if x.dim() >= 3 and x.shape[-3] == n_positions != t:
+        hint += (
+            f", and its dimension -3 has size {n_positions}: if x is (B, T, H, d), pass x.transpose(-3, -2), "
+            "which is (B, H, T, d)"
+        )
+    return hint
+
+
 def _check_tables(x, cos, sin, positions, rotary_dim):
-    """Validate ``apply_rope``'s arguments; return the rotated width and the rows ``(T, r/2)``."""
+    """Validate ``apply_rope``'s arguments; return the rotated width and the rows of the tables.
+
+    The rows are ``(T, r/2)`` for positions None, an int or a ``(T,)`` tensor, and ``(B, 1, ..., 1,
+    T, r/2)`` (as many dimensions as ``x``) for a ``(B, T)`` tensor, one row of positions per batch row.
+    """
     if x.dim() < 2:
         raise ValueError(f"x must have shape (..., T, d), got {tuple(x.shape)}")
     t, d = x.shape[-2], x.shape[-1]
@@ -347,29 +364,60 @@ def _check_tables(x, cos, sin, positions, rotary_dim):
     if isinstance(positions, numbers.Integral) and not isinstance(positions, bool):
         start = check_int("positions", positions, minimum=0)
         if cos.shape[0] < start + t:
+            fits = x.dim() >= 3 and start + x.shape[-3] <= cos.shape[0]  # dimension -3 would fit the tables
+            hint = _layout_hint(x, x.shape[-3] if fits else -1)
             raise ValueError(
                 f"cos and sin have {cos.shape[0]} rows but x needs rows {start} .. {start + t - 1} "
-                f"(T = {t}, positions = {start}); build longer tables"
+                f"(T = {t}, positions = {start}); build longer tables{hint}"
             )
         return r, cos[start : start + t], sin[start : start + t]  # (T, r/2) views, no copy
     if (
         not isinstance(positions, torch.Tensor)
-        or positions.dim() != 1
         or positions.is_floating_point()
+        or positions.is_complex()
         or positions.dtype == torch.bool
     ):
         raise TypeError(
-            f"positions must be None, an int offset or a 1-D integer tensor of T = {t} row indices, got {positions!r}"
+            f"positions must be None, an int offset or an integer tensor of row indices, (T,) or (B, T) with "
+            f"T = {t}, got {positions!r}"
         )
-    if positions.shape[0] != t:
-        raise ValueError(f"positions must hold one row index per position of x (T = {t}), got {positions.shape[0]}")
-    if t and (int(positions.min()) < 0 or int(positions.max()) >= cos.shape[0]):
+    shape = tuple(positions.shape)
+    if positions.dim() not in (1, 2):
+        raise ValueError(f"positions must have shape (T,) or (B, T) with T = {t}, got shape {shape}")
+    if shape[-1] != t:
         raise ValueError(
-            f"positions must lie in 0 .. {cos.shape[0] - 1} (the rows of the tables), got "
-            f"{int(positions.min())} .. {int(positions.max())}"
+            f"positions must hold one row index per position of x, shape ({t},) or (B, {t}), got shape {shape}"
+            + _layout_hint(x, shape[-1])
         )
-    positions = positions.to(cos.device)
-    return r, cos[positions], sin[positions]  # (T, r/2)
+    if positions.dim() == 2:
+        if x.dim() < 3:
+            raise ValueError(
+                f"positions of shape (B, T) = {shape} give each batch row its own positions, so x must be "
+                f"(B, ..., T, d), with 3 dimensions or more; got x of shape {tuple(x.shape)}"
+            )
+        if shape[0] not in (1, x.shape[0]):
+            raise ValueError(
+                f"positions of shape {shape} hold {shape[0]} rows of positions, but x of shape {tuple(x.shape)} has "
+                f"{x.shape[0]} batch rows (dimension 0); expected positions of shape ({x.shape[0]}, {t}) or (1, {t})"
+            )
+    if positions.device != x.device and positions.device.type != "cpu":
+        raise ValueError(
+            f"positions must be on x's device or on the CPU (then moved to x's device), got positions on "
+            f"{positions.device} and x on {x.device}"
+        )
+    # Range check: free for positions on the CPU; one synchronisation for positions on an accelerator
+    # (min and max read together). Meta tensors have no values to check.
+    if positions.numel() and positions.device.type != "meta":
+        low, high = torch.stack(torch.aminmax(positions)).tolist()
+        if low < 0 or high >= cos.shape[0]:
+            raise ValueError(
+                f"positions must lie in 0 .. {cos.shape[0] - 1} (the rows of the tables), got {low} .. {high}"
+            )
+    positions = positions.to(x.device)
+    if positions.dim() == 1:
+        return r, cos[positions], sin[positions]  # (T, r/2)
+    rows = (shape[0], *(1,) * (x.dim() - 3), t, r // 2)  # (B, 1, ..., 1, T, r/2): the same rows in every head
+    return r, cos[positions].view(rows), sin[positions].view(rows)
 
 
 def _complex_ok(x: torch.Tensor, compute: torch.dtype) -> bool:
@@ -397,7 +445,9 @@ def apply_rope(x, cos, sin, *, layout: str = "interleaved", positions=None, rota
 
     Position ``t`` of ``x`` is rotated by row ``t`` of the tables, or by row ``positions + t``
     (an int offset, for decoding with a cache and tables longer than the sequence), or by row
-    ``positions[t]`` (a 1-D integer tensor of ``T`` row indices). The first ``r = rotary_dim``
+    ``positions[t]`` (a 1-D integer tensor of ``T`` row indices), or, in batch row ``b``, by row
+    ``positions[b, t]`` (a ``(B, T)`` integer tensor: per-row positions, as for left padding or
+    packed sequences; the same rows in every head, with no loop over ``b``). The first ``r = rotary_dim``
     dimensions are rotated (all ``d`` by default); the rest pass through unchanged (partial
     rotary, as in GPT-NeoX and GPT-J). The result is a new tensor of ``x``'s dtype and shape;
     the arithmetic runs in ``x``'s dtype promoted with the tables' dtype.
@@ -407,8 +457,22 @@ def apply_rope(x, cos, sin, *, layout: str = "interleaved", positions=None, rota
         cos, sin: tables from ``rope_cos_sin``, ``(T', r/2)``, on ``x``'s device.
         layout: ``"interleaved"`` (RoFormer, Meta) or ``"half"`` (GPT-NeoX, Hugging Face); with
             ``rotary_dim`` the pairing is within the first ``r`` dimensions.
-        positions: None (rows ``0 .. T-1``), an int offset, or a 1-D integer tensor ``(T,)``.
+        positions: None (rows ``0 .. T-1``), an int offset, a 1-D integer tensor ``(T,)``, or a
+            ``(B, T)`` integer tensor for ``x`` of shape ``(B, ..., T, d)`` (``(B, H, T, d)``: one row
+            of positions per batch row, broadcast over the heads; ``(1, T)`` is the same for every
+            row). A tensor is on ``x``'s device or on the CPU (then moved); positions on another
+            device raise ``ValueError``. Its values are checked against the tables' rows: free for
+            positions on the CPU, one synchronisation for positions on an accelerator.
         rotary_dim: even number of leading dimensions to rotate, ``<= d``.
+
+    Which dimension holds the positions. ``x`` is read as ``(..., T, d)``: dimension -2 holds the
+    positions, so a ``(B, T, H, d)`` tensor (Meta's order) must be transposed to ``(B, H, T, d)``
+    first. Where the arguments show the mix-up, a ``ValueError`` names ``x``'s shape and the
+    dimension read as positions: a positions tensor whose length ``T`` is not ``x.shape[-2]``, and
+    tables too short for ``x.shape[-2]`` positions. What cannot be detected: positions None or an
+    int offset with tables long enough for ``H`` positions (a ``(B, T, H, d)`` tensor is then
+    rotated by head index, its heads read as positions, with no error), and a positions tensor
+    when ``H == T``.
 
     Speed. The rotation is memory-bound: the floor is one read and one write of ``x``, the cost
     of ``x.clone()``. The interleaved layout in float32/float64 is one complex multiplication

@@ -11,6 +11,7 @@ import importlib
 import itertools
 import math
 import re
+import time
 import types
 import warnings
 
@@ -93,6 +94,26 @@ def test_fused_equals_eager_for_leading_dims(device, causal, q_lead, kv_lead):
     assert fused.shape == eager.shape == (*torch.broadcast_shapes(q_lead, kv_lead, (4,)), 4, 12)
     torch.testing.assert_close(fused, eager, rtol=2e-5, atol=2e-5)
     torch.testing.assert_close(plain, plain_eager, rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("tq, tk", [(4, 4), (1, 6), (3, 7)])
+def test_fused_path_gives_q_the_heads_that_only_the_bias_or_the_slopes_have(causal, tq, tk):
+    """q, k, v with one head (or none) against three slopes or a three-head bias: torch's fused kernel
+    broadcasts q against k and v but not against the mask, which raised a RuntimeError before."""
+    q, k, v = _qkv(tq, tk, lead=(1,))  # (1, T, d): one head, broadcast
+    slopes = helpers.alibi_slopes(3)
+    bias = torch.randn(3, tq, tk, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    for kwargs in ({"alibi_slopes": slopes}, {"bias": bias}, {"alibi_slopes": slopes, "bias": bias}):
+        eager, _ = helpers.attention(q, k, v, causal=causal, **kwargs)
+        fused, _ = helpers.attention(q, k, v, causal=causal, need_weights=False, flex=False, **kwargs)
+        assert eager.shape == fused.shape == (3, tq, 8)
+        torch.testing.assert_close(fused, eager, rtol=1e-12, atol=1e-12)
+    # With a bias alone, q, k, v may have no head dimension at all: (T, d).
+    no_heads, _ = helpers.attention(q[0], k[0], v[0], bias=bias, causal=causal, need_weights=False)
+    eager, _ = helpers.attention(q[0], k[0], v[0], bias=bias, causal=causal)
+    assert no_heads.shape == eager.shape == (3, tq, 8)
+    torch.testing.assert_close(no_heads, eager, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("need_weights", [True, False])
@@ -358,7 +379,8 @@ def eager_flex(monkeypatch):
     """
     flex_module = pytest.importorskip("torch.nn.attention.flex_attention")
     monkeypatch.setattr(flex_module, "_FLEX_ATTENTION_DISABLE_COMPILE_DEBUG", True)  # no compiling inside either
-    monkeypatch.setattr(torch, "compile", lambda fn: fn)
+    monkeypatch.setattr(torch, "compile", lambda fn, **options: fn)
+    monkeypatch.setattr(attention_module, "_flex_failures", {})
     _found_compilers(monkeypatch, "g++")
 
 
@@ -383,7 +405,7 @@ def test_flex_silences_only_the_script_method_deprecation_of_the_compiler(eager_
     That warning, which the user can do nothing about, is hidden; any other warning still reaches the user.
     """
 
-    def compile_that_warns(fn):
+    def compile_that_warns(fn, **options):
         def compiled(*args, **kwargs):
             warnings.warn("`torch.jit.script_method` is deprecated", DeprecationWarning, stacklevel=1)
             warnings.warn("another deprecation", DeprecationWarning, stacklevel=1)
@@ -397,3 +419,204 @@ def test_flex_silences_only_the_script_method_deprecation_of_the_compiler(eager_
         warnings.simplefilter("always")
         _alibi(q, k, v, True)
     assert [str(w.message) for w in caught] == ["another deprecation"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding with ALiBi: default arguments never compile, and FlexAttention that fails to compile
+# falls back to the materialised bias.
+
+# One query against 512 keys first: with static shapes, torch 2.14's compiled CPU FlexAttention
+# failed there ("InductorError: CppCompileError ... 'full_kv_num_blocks' was not declared in this
+# scope"), and 1,024 and 2,048 keys did the same; every new key length compiled for seconds.
+DECODE_KEYS = [512, 513, 514, 1024, 2048]
+
+
+def _decode_step(n_keys, *, seed=0, device="cpu"):
+    """One query against ``n_keys`` keys, 4 heads of width 16, float32: the last step of a decode loop."""
+    return _qkv(1, n_keys, lead=(1, 4), d=16, dv=16, device=device, dtype=torch.float32, seed=seed)
+
+
+def test_decode_loop_with_default_arguments_compiles_nothing_and_agrees(monkeypatch):
+    """A decode loop of growing length, ``attention(q, k, v, alibi_slopes=..., causal=True, need_weights=False)``.
+
+    Every step completes in well under a second (no compiling: torch.compile is watched), and agrees
+    with the materialised bias (``flex=False``) and with the teaching path. Where a C++ compiler is
+    missing, the same default call takes the same plain path, so the check holds there too.
+    """
+    compiled = []
+    real_compile = torch.compile
+
+    def watch(fn, **options):
+        compiled.append(fn)
+        return real_compile(fn, **options)
+
+    monkeypatch.setattr(torch, "compile", watch)
+    slopes = helpers.alibi_slopes(4).float()
+    seconds = []
+    for step, n_keys in enumerate(DECODE_KEYS):
+        q, k, v = _decode_step(n_keys, seed=step)
+        start = time.perf_counter()
+        out, none = helpers.attention(q, k, v, alibi_slopes=slopes, causal=True, need_weights=False)
+        seconds.append(time.perf_counter() - start)
+        plain, _ = helpers.attention(q, k, v, alibi_slopes=slopes, causal=True, need_weights=False, flex=False)
+        teaching, _ = helpers.attention(q, k, v, alibi_slopes=slopes, causal=True)
+        assert none is None and out.shape == (1, 4, 1, 16)
+        torch.testing.assert_close(out, plain, rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(out, teaching, rtol=1e-5, atol=1e-5)
+    assert compiled == []
+    assert max(seconds) < 1.0, seconds  # compiling takes seconds; a step of plain attention, milliseconds
+
+
+@pytest.mark.parametrize(
+    "tq, tk, heads, used",
+    [
+        (1, 1 << 18, 4, False),  # one query: never, however many keys (4 x 262,144 = 2^20 scores)
+        (511, 512, 4, False),  # 1,046,528 scores: just under FLEX_MIN_SCORES = 2^20
+        (512, 512, 4, True),  # 2^20 scores exactly
+        (2, 1 << 17, 4, True),  # two queries are enough when the keys are many
+    ],
+)
+def test_flex_none_compiles_only_where_it_pays(eager_flex, monkeypatch, tq, tk, heads, used):
+    """flex=None: FlexAttention for two queries or more and at least FLEX_MIN_SCORES scores H·Tq·Tk."""
+    assert attention_module.FLEX_MIN_SCORES == 1 << 20
+    compiled = []
+    monkeypatch.setattr(torch, "compile", lambda fn, **options: compiled.append(options) or fn)
+    q, k, v = _qkv(tq, tk, lead=(1, heads), d=8, dv=8, dtype=torch.float32)
+    slopes = helpers.alibi_slopes(heads).float()
+    out, _ = helpers.attention(q, k, v, causal=True, alibi_slopes=slopes, need_weights=False)
+    assert compiled == ([{"dynamic": True}] if used else [])
+    plain, _ = helpers.attention(q, k, v, causal=True, alibi_slopes=slopes, need_weights=False, flex=False)
+    torch.testing.assert_close(out, plain, rtol=1e-5, atol=1e-5)
+
+
+def test_flex_is_compiled_once_with_dynamic_shapes(eager_flex, monkeypatch):
+    """On the CPU, new lengths reuse one compiled FlexAttention: torch.compile is called once, dynamic=True."""
+    compiled = []
+    monkeypatch.setattr(torch, "compile", lambda fn, **options: compiled.append(options) or fn)
+    slopes = helpers.alibi_slopes(4).float()
+    for tq, tk in [(1, 511), (1, 512), (3, 700), (8, 8)]:
+        q, k, v = _qkv(tq, tk, lead=(1, 4), d=8, dv=8, dtype=torch.float32)
+        helpers.attention(q, k, v, causal=True, alibi_slopes=slopes, need_weights=False, flex=True)
+    assert compiled == [{"dynamic": True}]
+
+
+class _PlantedCompileError(RuntimeError):
+    """Stands for torch's InductorError, a RuntimeError like every compiler failure torch raises."""
+
+
+@pytest.fixture
+def failing_flex(monkeypatch):
+    """FlexAttention whose compiled kernel raises, as torch 2.14's did for one query and 512 keys.
+
+    Returns the list of calls the compiled kernel received.
+    """
+    pytest.importorskip("torch.nn.attention.flex_attention")
+    calls = []
+
+    def kernel(*args, **kwargs):
+        calls.append(args[0].shape)
+        raise _PlantedCompileError("CppCompileError: C++ compile error (planted)")
+
+    monkeypatch.setattr(torch, "compile", lambda fn, **options: kernel)
+    monkeypatch.setattr(attention_module, "_flex_failures", {})
+    _found_compilers(monkeypatch, "g++")
+    return calls
+
+
+def test_flex_true_that_fails_to_compile_warns_and_falls_back(failing_flex):
+    """flex=True: a RuntimeWarning naming the error, the materialised bias's output, and no second try."""
+    q, k, v = _decode_step(512)
+    slopes = helpers.alibi_slopes(4).float()
+    plain, _ = helpers.attention(q, k, v, causal=True, alibi_slopes=slopes, need_weights=False, flex=False)
+    for _ in range(2):
+        with pytest.warns(RuntimeWarning, match=r"flex=True.*_PlantedCompileError.*planted.*materialised"):
+            out, _ = helpers.attention(q, k, v, causal=True, alibi_slopes=slopes, need_weights=False, flex=True)
+        torch.testing.assert_close(out, plain, rtol=0, atol=0)
+    assert len(failing_flex) == 1  # remembered: not compiled again for the same kind of call
+    assert list(attention_module._flex_failures.values()) == [
+        "_PlantedCompileError: CppCompileError: C++ compile error (planted)"
+    ]
+
+
+def test_flex_none_that_fails_to_compile_falls_back_silently(failing_flex):
+    """flex=None at a shape where FlexAttention pays: no warning, the materialised bias's output."""
+    q, k, v = _qkv(512, 512, lead=(1, 4), d=8, dv=8, dtype=torch.float32)
+    slopes = helpers.alibi_slopes(4).float()
+    plain, _ = helpers.attention(q, k, v, causal=True, alibi_slopes=slopes, need_weights=False, flex=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            out, _ = helpers.attention(q, k, v, causal=True, alibi_slopes=slopes, need_weights=False)
+            torch.testing.assert_close(out, plain, rtol=0, atol=0)
+    assert [str(w.message) for w in caught] == []
+    assert len(failing_flex) == 1
+
+
+def test_flex_failure_is_remembered_only_for_its_kind_of_call(failing_flex):
+    """A failure for one query is not held against a prefill (torch specialises size 1), nor the reverse."""
+    slopes = helpers.alibi_slopes(4).float()
+    for tq in (1, 1, 4, 4):
+        q, k, v = _qkv(tq, 600, lead=(1, 4), d=8, dv=8, dtype=torch.float32)
+        with pytest.warns(RuntimeWarning, match="flex=True"):
+            helpers.attention(q, k, v, causal=True, alibi_slopes=slopes, need_weights=False, flex=True)
+    assert [shape[-2] for shape in failing_flex] == [1, 4]
+
+
+def test_out_of_memory_in_flex_is_raised_not_hidden(monkeypatch):
+    """Running out of memory is not a compiler failure: it reaches the caller and is not remembered."""
+    pytest.importorskip("torch.nn.attention.flex_attention")
+
+    def kernel(*args, **kwargs):
+        raise torch.OutOfMemoryError("out of memory (planted)")
+
+    monkeypatch.setattr(torch, "compile", lambda fn, **options: kernel)
+    monkeypatch.setattr(attention_module, "_flex_failures", {})
+    _found_compilers(monkeypatch, "g++")
+    q, k, v = _decode_step(64)
+    with pytest.raises(torch.OutOfMemoryError, match="planted"):
+        helpers.attention(
+            q, k, v, causal=True, alibi_slopes=helpers.alibi_slopes(4).float(), need_weights=False, flex=True
+        )
+    assert attention_module._flex_failures == {}
+
+
+def _compiled_decode_loop(device):
+    """flex=True over DECODE_KEYS with the real compiler: seconds per step, and the largest error."""
+    slopes = helpers.alibi_slopes(4).float().to(device)
+    seconds, errors = [], []
+    for step, n_keys in enumerate(DECODE_KEYS):
+        q, k, v = _decode_step(n_keys, seed=step, device=device)
+        _flex_or_skip(q, k, v)
+        start = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a compiler failure falls back: still checked below
+            out, _ = helpers.attention(q, k, v, alibi_slopes=slopes, causal=True, need_weights=False, flex=True)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        seconds.append(time.perf_counter() - start)
+        plain, _ = helpers.attention(q, k, v, alibi_slopes=slopes, causal=True, need_weights=False, flex=False)
+        errors.append(float((out - plain).abs().max()))
+    return seconds, errors
+
+
+@pytest.mark.slow
+def test_compiled_flex_decode_loop_completes_and_stops_compiling():
+    """The real compiler, one query against 512 keys first (the crash of static shapes), then longer.
+
+    Compiling happens at most twice (the first step; the block tables' new length at 513 keys makes
+    torch mark them dynamic), then every step reuses the kernel.
+    """
+    seconds, errors = _compiled_decode_loop("cpu")
+    assert max(errors) < 1e-5, errors
+    assert sum(s > 1.0 for s in seconds) <= 2, seconds
+    assert max(seconds[2:]) < 1.0, seconds
+
+
+@pytest.mark.gpu
+def test_compiled_flex_decode_loop_on_cuda():
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    seconds, errors = _compiled_decode_loop("cuda")
+    assert max(errors) < 1e-5, errors
+    assert sum(s > 1.0 for s in seconds) <= 2, seconds
+    assert max(seconds[2:]) < 1.0, seconds

@@ -77,6 +77,24 @@ CASES = [
         ["layout", "neox", "interleaved"],
     ),
     (lambda: helpers.apply_rope(q.long(), *helpers.rope_cos_sin(4, 8)), TypeError, ["x", "torch.int64"]),
+    # Per-row positions (B, T): B is x's dimension 0 (here 2), or 1.
+    (
+        lambda: helpers.apply_rope(q, *helpers.rope_cos_sin(4, 8), positions=torch.zeros(3, 4, dtype=torch.int64)),
+        ValueError,
+        ["positions", "(3, 4)", "(2, 4)", "(1, 4)"],
+    ),
+    # positions on a device other than x's (and not the CPU): both devices named, not torch's RuntimeError.
+    (
+        lambda: helpers.apply_rope(q, *helpers.rope_cos_sin(4, 8), positions=torch.arange(4, device="meta")),
+        ValueError,
+        ["positions", "meta", "cpu"],
+    ),
+    # A (B, T, H, d) tensor where (B, H, T, d) is expected: the length of positions shows it.
+    (
+        lambda: helpers.apply_rope(torch.randn(2, 10, 4, 8), *helpers.rope_cos_sin(16, 8), positions=torch.arange(10)),
+        ValueError,
+        ["positions", "(2, 10, 4, 8)", "-2", "(B, H, T, d)"],
+    ),
     (lambda: helpers.alibi_slopes(0), ValueError, ["n_heads", "0", ">= 1"]),
     (lambda: helpers.alibi_slopes(2.5), TypeError, ["n_heads", "int"]),
     (lambda: helpers.alibi_bias(4, -2), ValueError, ["n_queries", "-2"]),

@@ -286,11 +286,12 @@ def test_causal_alibi_with_more_queries_than_keys_is_refused_before_compiling(mo
 
 
 @pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
-@pytest.mark.parametrize("tq, tk", [(1, 1), (1, 6), (4, 4)])
-def test_flex_alibi_is_used_for_one_query_and_one_key_and_broadcast_heads(monkeypatch, tq, tk):
-    # flex=None uses FlexAttention wherever it is available, a decoding step (one query) and a single
-    # key included; q, k, v with one head broadcast against the slopes' three. torch.compile is
-    # replaced by a recorder that runs FlexAttention uncompiled, so that no compiling slows the test.
+@pytest.mark.parametrize("tq, tk, flex", [(1, 1, True), (1, 6, True), (4, 4, True), (640, 640, None)])
+def test_flex_alibi_is_used_for_one_query_and_one_key_and_broadcast_heads(monkeypatch, tq, tk, flex):
+    # flex=True uses FlexAttention wherever it is available, a decoding step (one query) and a single
+    # key included; flex=None where it pays (3 heads x 640 x 640 = 1,228,800 scores, over
+    # FLEX_MIN_SCORES = 2^20); q, k, v with one head broadcast against the slopes' three. torch.compile
+    # is replaced by a recorder that runs FlexAttention uncompiled, so that no compiling slows the test.
     from torch.nn.attention.flex_attention import flex_attention
 
     q, k, v = _qkv32((1,), (1,), (1,), tq=tq, tk=tk)
@@ -305,7 +306,7 @@ def test_flex_alibi_is_used_for_one_query_and_one_key_and_broadcast_heads(monkey
 
     monkeypatch.setattr(torch, "compile", record)
     slopes = helpers.alibi_slopes(3).float()
-    out, none = helpers.attention(q, k, v, causal=True, alibi_slopes=slopes, need_weights=False)
+    out, none = helpers.attention(q, k, v, causal=True, alibi_slopes=slopes, need_weights=False, flex=flex)
     assert none is None and flex_attention in compiled
     teaching, _ = helpers.attention(q, k, v, causal=True, alibi_slopes=slopes)
     assert out.shape == (3, tq, 8)

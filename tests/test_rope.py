@@ -130,18 +130,136 @@ def test_positions_offset_and_index_tensor(layout):
 
 
 @pytest.mark.parametrize("device", device_params())
-def test_index_positions_may_live_on_another_device(device):
-    # Row indices made on the GPU (for example by a batching loop) index tables on the CPU, and
-    # the other way round: they are moved to the tables' device.
+def test_index_positions_on_the_cpu_serve_x_on_any_device(device):
+    # Row indices built on the CPU (torch.arange, a batching loop) index tables on x's device: they
+    # are checked on the CPU, where that costs no synchronisation, and moved. Indices on another
+    # device than x's, other than the CPU, are refused with both devices named.
     torch.manual_seed(4)
     cos, sin = helpers.rope_cos_sin(40, 8, dtype=torch.float64)
     x = torch.randn(3, 5, 8, dtype=torch.float64)
     rows = torch.tensor([7, 0, 39, 3, 3])
     want = slow_rope(x, cos, sin, "interleaved", rows=rows)
-    got = helpers.apply_rope(x, cos, sin, positions=rows.to(device))
-    torch.testing.assert_close(got, want)
     on_device = (x.to(device), cos.to(device), sin.to(device))
     torch.testing.assert_close(helpers.apply_rope(*on_device, positions=rows).cpu(), want)
+    torch.testing.assert_close(helpers.apply_rope(*on_device, positions=rows.to(device)).cpu(), want)
+    if device != "cpu":
+        raises_naming(
+            ValueError, lambda: helpers.apply_rope(x, cos, sin, positions=rows.to(device)), "positions", device, "cpu"
+        )
+
+
+@pytest.mark.parametrize("rows", [torch.tensor([7, 0, 39, 3, 3]), torch.tensor([[7, 0, 39, 3, 3]] * 3)])
+def test_positions_on_the_meta_device_are_refused_by_name(rows):
+    # positions on meta (no values) with x on the CPU: a ValueError naming positions and both devices,
+    # not torch's RuntimeError about reading a meta tensor. x on meta takes positions on meta or the CPU.
+    cos, sin = helpers.rope_cos_sin(40, 8)
+    x = torch.randn(3, 5, 8)
+    raises_naming(
+        ValueError, lambda: helpers.apply_rope(x, cos, sin, positions=rows.to("meta")), "positions", "meta", "cpu"
+    )
+    meta = (x.to("meta"), cos.to("meta"), sin.to("meta"))
+    for where in ("meta", "cpu"):
+        out = helpers.apply_rope(*meta, positions=rows.to(where))
+        assert (out.shape, out.device) == (x.shape, torch.device("meta"))
+
+
+def _per_row_loop(x, cos, sin, positions, **kwargs):
+    """``apply_rope`` row by row of the batch: row ``b`` of ``x`` with positions ``positions[b]``."""
+    return torch.stack([helpers.apply_rope(x[b], cos, sin, positions=positions[b], **kwargs) for b in range(len(x))])
+
+
+# Three rows of a batch of T = 6, left-padded: the real tokens of row b take positions 0, 1, ...
+LEFT_PADDED = torch.tensor([[0, 0, 0, 0, 1, 2], [0, 1, 2, 3, 4, 5], [0, 0, 0, 1, 2, 3]])
+
+
+@pytest.mark.parametrize("layout", helpers.LAYOUTS)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("rotary_dim", [None, 6])
+def test_per_row_positions_equal_a_loop_over_rows(layout, dtype, rotary_dim):
+    # positions (B, T): each batch row its own positions, the same in every head, to the last bit
+    # of a loop over the rows, on every kernel (complex, float32 complex copy, strided).
+    x = torch.randn(3, 4, 6, 16, generator=torch.Generator().manual_seed(21)).to(dtype)  # (B, H, T, d)
+    cos, sin = helpers.rope_cos_sin(50, rotary_dim or 16)
+    kwargs = {"layout": layout, "rotary_dim": rotary_dim}
+    got = helpers.apply_rope(x, cos, sin, positions=LEFT_PADDED, **kwargs)
+    assert got.shape == x.shape and got.dtype == dtype
+    assert torch.equal(got, _per_row_loop(x, cos, sin, LEFT_PADDED, **kwargs))
+    want = torch.stack(
+        [slow_rope(x[b], cos, sin, layout, rows=LEFT_PADDED[b], rotary_dim=rotary_dim) for b in range(3)]
+    )
+    assert (got.double() - want).abs().max().item() <= TOL[dtype] * 4
+
+
+@pytest.mark.parametrize("layout", helpers.LAYOUTS)
+def test_per_row_positions_for_every_shape_and_under_autograd(layout):
+    cos, sin = helpers.rope_cos_sin(50, 8, dtype=torch.float64)
+    gen = torch.Generator().manual_seed(22)
+    packed = torch.tensor([[0, 1, 2, 0, 1, 2], [0, 1, 0, 1, 2, 3]])  # packed sequences restart at 0
+    for shape in [(2, 6, 8), (2, 3, 6, 8), (2, 2, 3, 6, 8)]:  # (B, T, d), (B, H, T, d), (B, G, H, T, d)
+        x = torch.randn(shape, generator=gen, dtype=torch.float64)
+        got = helpers.apply_rope(x, cos, sin, layout=layout, positions=packed)
+        assert torch.equal(got, _per_row_loop(x, cos, sin, packed, layout=layout))
+        leaf = x.clone().requires_grad_()
+        y = helpers.apply_rope(leaf, cos, sin, layout=layout, positions=packed)
+        torch.testing.assert_close(y.detach(), got, rtol=1e-15, atol=1e-15)
+        g = torch.randn(shape, generator=gen, dtype=torch.float64)
+        (y * g).sum().backward()  # d(Rx)/dx = R^T, row by row
+        torch.testing.assert_close(leaf.grad, _per_row_loop(g, cos, -sin, packed, layout=layout))
+    # (1, T) is one row of positions for every batch row: the same as the (T,) tensor.
+    x = torch.randn(3, 4, 6, 8, generator=gen, dtype=torch.float64)
+    assert torch.equal(
+        helpers.apply_rope(x, cos, sin, layout=layout, positions=LEFT_PADDED[:1]),
+        helpers.apply_rope(x, cos, sin, layout=layout, positions=LEFT_PADDED[0]),
+    )
+
+
+def test_bad_per_row_positions_name_their_shape_and_the_expected_one():
+    cos, sin = helpers.rope_cos_sin(50, 8)
+    x = torch.randn(3, 4, 6, 8)  # (B, H, T, d)
+
+    def rope(value, on=x):
+        return lambda: helpers.apply_rope(on, cos, sin, positions=value)
+
+    raises_naming(ValueError, rope(LEFT_PADDED[:2]), "positions", "(2, 6)", "(3, 6)", "(1, 6)", "(3, 4, 6, 8)")
+    raises_naming(ValueError, rope(LEFT_PADDED[:, :5]), "positions", "(3, 5)", "(6,)", "(B, 6)")
+    raises_naming(ValueError, rope(LEFT_PADDED[None]), "positions", "(1, 3, 6)", "(T,)", "(B, T)")
+    raises_naming(ValueError, rope(torch.tensor(3)), "positions", "()", "(T,)", "(B, T)")
+    raises_naming(ValueError, rope(LEFT_PADDED[:1], on=x[0, 0]), "positions", "(1, 6)", "(6, 8)", "(B, ..., T, d)")
+    raises_naming(ValueError, rope(LEFT_PADDED + 45), "positions", "0 .. 49", "45 .. 50")
+    raises_naming(TypeError, rope(LEFT_PADDED.float()), "positions", "(B, T)")
+
+
+def test_a_batch_in_b_t_h_d_order_is_caught_where_the_arguments_show_it():
+    # x is read as (..., T, d): a (B, T, H, d) tensor (Meta's order) puts the heads where the
+    # positions belong. A positions tensor of length T shows it; the message names x's shape, the
+    # dimension read as positions and the transpose that fixes it.
+    cos, sin = helpers.rope_cos_sin(64, 8)
+    x = torch.randn(2, 10, 4, 8)  # (B, T, H, d): T = 10, H = 4
+    for positions in (torch.arange(10), torch.arange(10).expand(2, 10)):
+        raises_naming(
+            ValueError,
+            lambda positions=positions: helpers.apply_rope(x, cos, sin, positions=positions),
+            "positions",
+            "(2, 10, 4, 8)",
+            "-2",
+            "(size 4)",
+            "(B, T, H, d)",
+            "(B, H, T, d)",
+            "x.transpose(-3, -2)",
+        )
+    # Tables too short for dimension -2 but long enough for dimension -3: the same hint.
+    y = torch.randn(2, 4, 10, 8)  # (B, T, H, d) with T = 4, H = 10, tables for 4 positions
+    raises_naming(
+        ValueError, lambda: helpers.apply_rope(y, *helpers.rope_cos_sin(4, 8)), "rows", "(2, 4, 10, 8)", "(B, H, T, d)"
+    )
+    # What cannot be detected (the docstring says so): no positions and tables of at least H rows;
+    # x is then rotated by head index. Transposed, it is rotated by position.
+    wrong = helpers.apply_rope(x, cos, sin)
+    right = helpers.apply_rope(x.transpose(1, 2), cos, sin).transpose(1, 2)
+    assert wrong.shape == right.shape and not torch.allclose(wrong, right)
+    assert torch.equal(
+        right, helpers.apply_rope(x.transpose(1, 2), cos, sin, positions=torch.arange(10)).transpose(1, 2)
+    )
 
 
 @pytest.mark.parametrize("layout", helpers.LAYOUTS)
@@ -326,7 +444,9 @@ def test_apply_rope_messages_name_the_argument_and_the_value():
     raises_naming(ValueError, rope(x, cos, sin, positions=-1), "positions", "-1")
     raises_naming(ValueError, rope(x, cos, sin, positions=3), "rows", "3 .. 6", "6")
     raises_naming(TypeError, rope(x, cos, sin, positions=[0, 1, 2, 3]), "positions", "[0, 1, 2, 3]")
-    raises_naming(TypeError, rope(x, cos, sin, positions=torch.tensor([[0, 1, 2, 3]])), "positions")
+    raises_naming(
+        ValueError, rope(x, cos, sin, positions=torch.tensor([[0, 1, 2, 3]])), "positions", "(1, 4)", "(4, 8)"
+    )
     raises_naming(ValueError, rope(x, cos, sin, positions=torch.tensor([0, 1, 2, 6])), "positions", "0 .. 5", "6")
 
 
