@@ -246,10 +246,11 @@ def test_shift_distance_takes_shifts_and_speeds_from_any_device(device):
         pytest.skip("no CUDA device")
     theta, shifts = helpers.frequencies(8), torch.arange(6)
     want = helpers.shift_distance(shifts, theta)
-    for got in (
-        helpers.shift_distance(shifts, theta.to(device)),
-        helpers.shift_distance(shifts.to(device), theta),
-        helpers.shift_distance(shifts.to(device), theta.float().to(device)),
+    want32 = helpers.shift_distance(shifts, theta.float())  # float32 speeds are other speeds (1e-9 apart here)
+    for got, expected in (
+        (helpers.shift_distance(shifts, theta.to(device)), want),
+        (helpers.shift_distance(shifts.to(device), theta), want),
+        (helpers.shift_distance(shifts.to(device), theta.float().to(device)), want32),
     ):
         assert got.device.type == "cpu" and got.dtype == torch.float64
-        torch.testing.assert_close(got, want, atol=1e-12, rtol=0)
+        torch.testing.assert_close(got, expected, atol=1e-12, rtol=0)
