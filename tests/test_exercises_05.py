@@ -118,7 +118,7 @@ def test_05_3_p3_a_p0():
 def test_05_4_scale_factor():
     assert verdict("05.4", 0.7071).correct and verdict("05.4", 2**-0.5).correct
     assert not verdict("05.4", 0.707).correct  # 3 figures where 4 are asked
-    _says("05.4", 0.5, "γ²")
+    _says("05.4", 0.5, "λ²")
     _says("05.4", 13.86, "mixing a squared norm with a norm")
     _says("05.4", 1.414, "other way round")
     _says("05.4", 27.71, "sqrt(d_model) of the original Transformer")

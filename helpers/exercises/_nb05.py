@@ -306,7 +306,7 @@ def _position_square(params: dict) -> float:
 
 
 def _scale_factor(params: dict) -> float:
-    """γ with γ² E‖x‖² = ‖p‖², x a row of d_model entries drawn from N(0, 1)."""
+    """λ with λ² E‖x‖² = ‖p‖², x a row of d_model entries drawn from N(0, 1)."""
     return math.sqrt(_position_square(params) / params["d_model"])
 
 
@@ -327,7 +327,7 @@ register(
         mistakes=(
             Mistake(
                 "you get setting the factor itself equal to the ratio of the squared norms: multiplying a row by "
-                "γ multiplies its squared norm by γ².",
+                "λ multiplies its squared norm by λ².",
                 value=lambda q: _position_square(q) / q["d_model"],
             ),
             Mistake(
