@@ -71,55 +71,34 @@ def _half_family(name, config_cls, rotary_cls, config_kwargs, *, layer_type=None
     return rotate, config
 
 
-def _build_llama():
-    rotate, _ = _half_family(
-        "llama",
-        "LlamaConfig",
-        "LlamaRotaryEmbedding",
-        {"hidden_size": 32, "num_attention_heads": 2, "rope_theta": BASE},
-    )
-    return rotate, 16, 16
-
-
-def _build_mistral():
-    rotate, _ = _half_family(
+# The models whose transformers code rotates halves with a plain rotary module: module, config,
+# rotary class, config arguments, head width d and rotated width r. GPT-NeoX and Phi-3 rotate a
+# part of each head by default; half here, so that both parts are wide.
+HALF_FAMILY = {
+    "Llama": ("llama", "LlamaConfig", "LlamaRotaryEmbedding", {"rope_theta": BASE}, 16),
+    "Mistral": (
         "mistral",
         "MistralConfig",
         "MistralRotaryEmbedding",
-        {"hidden_size": 32, "num_attention_heads": 2, "num_key_value_heads": 2, "rope_theta": BASE},
-    )
-    return rotate, 16, 16
-
-
-def _build_qwen2():
-    rotate, _ = _half_family(
-        "qwen2",
-        "Qwen2Config",
-        "Qwen2RotaryEmbedding",
-        {"hidden_size": 32, "num_attention_heads": 2, "rope_theta": BASE},
-    )
-    return rotate, 16, 16
-
-
-def _build_gpt_neox():
-    # GPT-NeoX rotates a quarter of each head by default; half here, so that both parts are wide.
-    rotate, _ = _half_family(
+        {"num_key_value_heads": 2, "rope_theta": BASE},
+        16,
+    ),
+    "Qwen2": ("qwen2", "Qwen2Config", "Qwen2RotaryEmbedding", {"rope_theta": BASE}, 16),
+    "GPT-NeoX": (
         "gpt_neox",
         "GPTNeoXConfig",
         "GPTNeoXRotaryEmbedding",
-        {"hidden_size": 32, "num_attention_heads": 2, "rotary_pct": 0.5, "rotary_emb_base": BASE},
-    )
-    return rotate, 16, 8
+        {"rotary_pct": 0.5, "rotary_emb_base": BASE},
+        8,
+    ),
+    "Phi-3": ("phi3", "Phi3Config", "Phi3RotaryEmbedding", {"partial_rotary_factor": 0.5, "rope_theta": BASE}, 8),
+}
 
 
-def _build_phi3():
-    rotate, _ = _half_family(
-        "phi3",
-        "Phi3Config",
-        "Phi3RotaryEmbedding",
-        {"hidden_size": 32, "num_attention_heads": 2, "partial_rotary_factor": 0.5, "rope_theta": BASE},
-    )
-    return rotate, 16, 8
+def _build_half(model):
+    name, config_cls, rotary_cls, kwargs, rotated = HALF_FAMILY[model]
+    rotate, _ = _half_family(name, config_cls, rotary_cls, {"hidden_size": 32, "num_attention_heads": 2, **kwargs})
+    return rotate, 16, rotated
 
 
 def _build_gemma3():
@@ -206,12 +185,12 @@ def _build_roformer():
 
 
 BUILDERS = {
-    "Llama": _build_llama,
-    "Mistral": _build_mistral,
-    "Qwen2": _build_qwen2,
-    "GPT-NeoX": _build_gpt_neox,
+    "Llama": lambda: _build_half("Llama"),
+    "Mistral": lambda: _build_half("Mistral"),
+    "Qwen2": lambda: _build_half("Qwen2"),
+    "GPT-NeoX": lambda: _build_half("GPT-NeoX"),
     "Gemma 3": _build_gemma3,
-    "Phi-3": _build_phi3,
+    "Phi-3": lambda: _build_half("Phi-3"),
     "GPT-J": lambda: _build_sinusoid_table_family("gptj"),
     "CodeGen": lambda: _build_sinusoid_table_family("codegen"),
     "RoFormer": _build_roformer,
