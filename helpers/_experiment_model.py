@@ -63,6 +63,7 @@ class TinyTransformer(nn.Module):
         bos: prepend a beginning-of-sequence token (id ``vocab``, an extra row of the embedding) to
             every input; its output is dropped, so logits still have ``T`` rows.
         alibi_scale: multiplies every ALiBi slope (1: the reference slopes ``2^(-8h/H)``).
+        t5_max_distance: the distance where T5's last (logarithmic) bucket begins (T5's own: 128).
 
     Initialisation: token vectors ``sqrt(d) E[token]`` with ``E ~ N(0, 1/d)`` (entries of size 1, as
     Vaswani et al. scale them); the learned table ``N(0, 0.02^2)`` as GPT-2; the T5 bias ``N(0, 1/d)``
@@ -85,6 +86,7 @@ class TinyTransformer(nn.Module):
         rope_base: float = 10000.0,
         bos: bool = False,
         alibi_scale: float = 1.0,
+        t5_max_distance: int = 128,
     ):
         super().__init__()
         #: The constructor's arguments, so that a copy (``TinyEnsemble.member``) can be built.
@@ -99,6 +101,7 @@ class TinyTransformer(nn.Module):
             rope_base=rope_base,
             bos=bos,
             alibi_scale=alibi_scale,
+            t5_max_distance=t5_max_distance,
         )
         if scheme not in SCHEMES:
             raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
@@ -125,7 +128,7 @@ class TinyTransformer(nn.Module):
             self.pos_table = nn.Parameter(torch.randn(self.max_len, d_model) * LEARNED_INIT_STD)
         if scheme == "t5":
             # One table shared by the layers, as in T5; causal (one-sided) buckets.
-            self.t5_bias = T5RelativeBias(n_heads, bidirectional=False)
+            self.t5_bias = T5RelativeBias(n_heads, bidirectional=False, max_distance=t5_max_distance)
             nn.init.normal_(self.t5_bias.embedding.weight, std=d_model**-0.5)
         self.blocks = nn.ModuleList(_Block(d_model, n_heads, d_ff) for _ in range(n_layers))
         self.ln_f = nn.LayerNorm(d_model)

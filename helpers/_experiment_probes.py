@@ -85,3 +85,40 @@ def offset_weights(model: TinyTransformer, tokens: torch.Tensor, *, max_offset: 
         rows = [w[:, :, queries, queries + shift - delta].mean(dim=(0, 2)) for delta in range(max_offset + 1)]  # (H,)
         out.append(torch.stack(rows, dim=-1))  # (H, Δ)
     return torch.stack(out)  # (layers, H, Δ)
+
+
+@torch.no_grad()
+def moved_block_accuracy(model: TinyTransformer, config, starts, *, length: int | None = None) -> dict:
+    """Accuracy on "pattern" with the block moved: ``{start: accuracy}``.
+
+    For each ``start`` (an int position), ``config.eval_batch_size`` sequences of ``length``
+    tokens (default the longest evaluation length) whose noise prefix ends exactly there, the
+    same for every model. Each is scored on the ``L`` positions that follow the block's first
+    period, ``start + n <= t < start + n + L``: what is asked there is what training asked (the
+    answer one period back), only the place moves. A model that reads the answer by content keeps
+    its accuracy at every start; one that learned where answers sit in training sequences loses it
+    as soon as the block starts past where training put it.
+    """
+    length = max(config.eval_lengths) if length is None else check_int("length", length, minimum=1)
+    device = next(model.parameters()).device
+    out = {}
+    for start in starts:
+        start = check_int("start", start, minimum=0)
+        generator = torch.Generator().manual_seed(config.eval_seed + 7919 * (start + 1))
+        inputs, targets, mask = pattern_batch(
+            config.eval_batch_size,
+            length,
+            vocab=config.vocab,
+            min_period=config.min_period,
+            max_period=config.max_period,
+            noise=config.noise_tokens,
+            prefix=start,
+            generator=generator,
+        )  # (B, T) each
+        first = mask.float().argmax(dim=1)  # (B,) the first scored position, start + n
+        t = torch.arange(length)
+        window = mask & (t[None, :] < first[:, None] + config.train_length)  # (B, T)
+        logits = model(inputs.to(device))  # (B, T, V)
+        correct = (logits.argmax(dim=-1).cpu() == targets) & window
+        out[start] = float(correct.sum() / window.sum())
+    return out

@@ -49,33 +49,64 @@ def pattern_batch(
     vocab: int,
     min_period: int,
     max_period: int,
+    noise: int = 0,
+    prefix: int | None = None,
     generator: torch.Generator | None = None,
     device=None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """A batch of "continue the pattern" examples (next-token prediction).
 
-    A sequence repeats a block of ``n`` distinct tokens (``n`` uniform in
-    ``min_period .. max_period``, tokens drawn without replacement from ``0 .. vocab-1``).
+    A sequence is a prefix of ``p`` noise tokens, then a block of ``n`` distinct tokens repeated
+    to the end (``n`` uniform in ``min_period .. max_period``). Block tokens are drawn without
+    replacement from the first ``vocab - noise`` ids, noise tokens uniformly from the last
+    ``noise`` ids, so a noise token never equals a block token. With ``noise > 0`` and ``prefix``
+    None, ``p`` is uniform in ``0 .. T - 2n`` for each sequence: the block starts anywhere that
+    leaves at least ``n`` scored positions, so where the answer sits is not fixed (at every length,
+    not only the training length). A given ``prefix`` starts every block there (the probe of
+    ``moved_block_accuracy``); ``noise = 0`` means no prefix (``p = 0``).
 
     Returns:
         ``inputs`` int64 ``(B, T)``; ``targets`` int64 ``(B, T)``, the next token of each input;
         ``mask`` bool ``(B, T)``, True where the next token is determined by what came before
-        (``t >= n``: token ``t`` was already seen one period ago, followed by the answer).
+        (``t >= p + n``: token ``t`` was already seen one period ago, followed by the answer).
     """
     batch_size = check_int("batch_size", batch_size, minimum=1)
     length = check_int("length", length, minimum=1)
     vocab = check_int("vocab", vocab, minimum=2)
     min_period = check_int("min_period", min_period, minimum=1)
     max_period = check_int("max_period", max_period, minimum=min_period)
-    if max_period > vocab:
-        raise ValueError(f"max_period must be <= vocab ({vocab}) for blocks of distinct tokens, got {max_period}")
+    noise = check_int("noise", noise, minimum=0)
+    if max_period > vocab - noise:
+        raise ValueError(
+            f"max_period must be <= vocab - noise ({vocab - noise}) for blocks of distinct tokens, got {max_period}"
+        )
     if max_period >= length:
         raise ValueError(f"max_period must be < length ({length}) so that every block repeats, got {max_period}")
+    if prefix is not None:
+        prefix = check_int("prefix", prefix, minimum=0)
+        if prefix > 0 and noise == 0:
+            raise ValueError(f"prefix must be 0 when noise is 0 (no noise tokens to fill it), got {prefix}")
+        if prefix > length - 2 * max_period:
+            raise ValueError(
+                f"prefix must be <= length - 2 max_period ({length - 2 * max_period}) so that every block repeats"
+                f" at least once after it, got {prefix}"
+            )
     periods = torch.randint(min_period, max_period + 1, (batch_size,), generator=generator)  # (B,)
-    blocks = torch.rand(batch_size, vocab, generator=generator).argsort(dim=-1)  # (B, V): random permutations
+    blocks = torch.rand(batch_size, vocab - noise, generator=generator).argsort(dim=-1)  # (B, V - noise)
     t = torch.arange(length + 1)  # (T+1,)
-    sequence = blocks.gather(1, t[None, :] % periods[:, None])  # (B, T+1)
-    mask = t[None, :-1] >= periods[:, None]  # (B, T)
+    if noise == 0:
+        starts = torch.zeros(batch_size, dtype=torch.int64)  # (B,)
+    elif prefix is None:
+        room = length - 2 * periods + 1  # (B,) choices of p in 0 .. T - 2n
+        starts = (torch.rand(batch_size, generator=generator) * room).long().clamp(max=room - 1)  # (B,)
+    else:
+        starts = torch.full((batch_size,), prefix, dtype=torch.int64)  # (B,)
+    fill = torch.randint(vocab - noise, vocab, (batch_size, length + 1), generator=generator) if noise else None
+    phase = (t[None, :] - starts[:, None]).clamp(min=0) % periods[:, None]  # (B, T+1)
+    sequence = blocks.gather(1, phase)  # (B, T+1)
+    if noise:
+        sequence = torch.where(t[None, :] < starts[:, None], fill, sequence)  # noise before the block
+    mask = t[None, :-1] >= (starts + periods)[:, None]  # (B, T)
     return sequence[:, :-1].to(device), sequence[:, 1:].to(device), mask.to(device)
 
 

@@ -6,8 +6,11 @@ vocabulary size, ``L`` the training length.
 The seeds of one (task, variant) are trained together as one ``TinyEnsemble``: one optimiser
 step trains every seed, each on its own stream of batches. Each seed keeps its own schedule (it
 stops when its own loss has plateaued), and Adam is elementwise and the gradient is clipped per
-member, so every member follows exactly the path it would follow alone (``tests/test_experiment.py``
-checks this against a plain one-model loop).
+member, so every member computes what it would compute alone: the same sums of the same numbers.
+Not always in the same order: a batched product may add in another order than a single model's,
+so a member and the same seed trained alone agree to float32 rounding at first and can part after
+tens of steps, as any two runs whose last bits differ do (``tests/test_experiment.py`` checks the
+first steps against a seed alone, and the mathematics against a plain one-model loop).
 """
 
 from __future__ import annotations
@@ -23,17 +26,36 @@ from .device import default_device
 _CLIP_EPS = 1e-6
 
 
-def plateaued(losses, window: int, tolerance: float, floor: float) -> bool:
+def plateaued(losses, window: int, tolerance: float, floor: float, lookback: int = 1) -> bool:
     """The stopping rule: the mean training loss of the last ``window`` steps improved on the mean
-    of the ``window`` steps before by less than ``tolerance`` of it, or by less than ``floor`` nats.
+    of an earlier ``window`` steps by less than ``tolerance`` of it, or by less than ``floor`` nats.
 
-    ``losses``: one member's training loss at every step so far (at least ``2 window`` of them).
+    The earlier window is the one that ended ``lookback - 1`` windows before the last began
+    (``lookback = 1``: the window just before; ``lookback = 3``: the trend over four windows, so
+    that a slow descent over many steps is not taken for a plateau).
+
+    ``losses``: one member's training loss at every step so far (at least ``(lookback + 1) window``).
     """
-    losses = np.asarray(losses, dtype=np.float64)
-    if len(losses) < 2 * window:
+    if len(losses) < (lookback + 1) * window:
         return False
-    last, before = losses[-window:].mean(), losses[-2 * window : -window].mean()
-    return bool(before - last < max(tolerance * before, floor))
+    return bool(improvement(losses, window, lookback) < max(tolerance, floor / _earlier(losses, window, lookback)))
+
+
+def _earlier(losses, window, lookback):
+    losses = np.asarray(losses, dtype=np.float64)
+    if len(losses) < (lookback + 1) * window:
+        return np.inf
+    return max(losses[-(lookback + 1) * window : -lookback * window].mean(), 1e-300)
+
+
+def improvement(losses, window: int, lookback: int = 1) -> float:
+    """How much the last ``window`` steps' mean loss improved on the earlier window the rule reads,
+    as a fraction of the earlier mean (``-inf`` before there are ``(lookback + 1) window`` steps)."""
+    losses = np.asarray(losses, dtype=np.float64)
+    if len(losses) < (lookback + 1) * window:
+        return -np.inf
+    before = _earlier(losses, window, lookback)
+    return float((before - losses[-window:].mean()) / before)
 
 
 def masked_losses(logits, targets, mask):
@@ -83,8 +105,9 @@ def train_ensemble(models, batches, config, *, device=None, progress=None):
     The members that share a phase train as one ``TinyEnsemble`` (a "cohort"). When some members
     begin their cool-down, they leave with their parameters and their Adam state to form a cohort
     of their own; a cohort that has cooled down leaves training. Adam is elementwise and the
-    gradient is clipped per member, so a member's path depends on its own batches and losses only:
-    it is the path it would follow alone, and a member that finishes early costs nothing after.
+    gradient is clipped per member, so a member's path depends on its own batches and losses only
+    (up to the order in which batched products add: see the module's note), and a member that
+    finishes early costs nothing after.
 
     Returns:
         ``(models, losses, stops)``, one entry per member: the trained ``TinyTransformer`` (eval
@@ -136,14 +159,26 @@ def train_ensemble(models, batches, config, *, device=None, progress=None):
         if live is None or not (checking or step >= config.max_steps):
             continue
         held = [
-            plateaued(history[e], config.plateau_window, config.plateau_tolerance, config.plateau_floor)
+            plateaued(
+                history[e],
+                config.plateau_window,
+                config.plateau_tolerance,
+                config.plateau_floor,
+                config.plateau_lookback,
+            )
             for e in live.members
         ]
         leaving = [j for j, h in enumerate(held) if h or step >= config.max_steps]
         if not leaving:
             continue
         for j in leaving:
-            stops[live.members[j]] = {"stop_step": step, "steps": None, "plateaued": held[j]}
+            gain = improvement(history[live.members[j]], config.plateau_window, config.plateau_lookback)
+            stops[live.members[j]] = {
+                "stop_step": step,
+                "steps": None,
+                "plateaued": held[j],
+                "improvement": None if not np.isfinite(gain) else round(gain, 5),
+            }
         staying = [j for j in range(len(live.members)) if j not in leaving]
         cohorts.remove(live)
         cohorts.append(_split(live, leaving, config, cool_from=step))

@@ -15,28 +15,40 @@ parameter. Every scheme is built from the functions the notebooks teach (``VARIA
 - ``"alibi"``: ``helpers.alibi_bias`` (the reference slopes ``2^(-8h/H)``) added to the scores.
 - ``"t5"``: ``helpers.T5RelativeBias`` (32 causal buckets up to distance 128, one table shared by
   the layers) added to the scores.
-- The ALiBi slope ablation (``ABLATIONS``): ``"alibi_8h"`` (8 heads of width 8, slopes 1/2 to
-  1/256) and ``"alibi_x8"`` (4 heads, every slope times 8: 2, 1/2, 1/8, 1/32).
+- The controls (``CONTROLS``), each one setting changed: ``"alibi_x8"`` (4 heads, every slope
+  times 8: 2, 1/2, 1/8, 1/32), ``"alibi_8h"`` (8 heads of width 8, slopes 1/2 to 1/256),
+  ``"t5_L"`` (T5's buckets ending at the training length ``L`` instead of 128) and ``"rope_L"``
+  (RoPE with its base chosen so that the slowest pair turns once in ``L`` positions:
+  ``b = (L / 2π)^(dh / (dh - 2))``, 6.42 for ``L = 32``, ``dh = 16``; every angle a test length
+  meets was met in training).
 
-Tasks (``TASKS``): "lag" (copy the token ``lag`` places back), "pattern" (continue a repeated
-block of distinct tokens: an induction-style lookup) and "text" (next-character prediction on the
-English reference documentation that ships with Python, ``pydoc_data``).
+Tasks (``TASKS``): "lag" (copy the token ``lag`` places back), "pattern" (after a noise prefix of
+random length, continue a repeated block of distinct tokens: an induction-style lookup whose
+answer is not at fixed positions) and "text" (next-character prediction on the English reference
+documentation that ships with Python, ``pydoc_data``).
 
 Training (``helpers/_experiment_train.py``). The seeds of one task and variant train together as
 one batched ensemble, each on its own stream of batches and with its own schedule: Adam, linear
 warm-up, then a constant rate until the seed's own training loss has plateaued. From
 ``min_steps`` on, every ``plateau_window`` steps, the seed's mean loss over the last window is
-compared with the window before, and the rule holds when it improved by less than
+compared with the window ``plateau_lookback`` windows before it (a trend over
+``(plateau_lookback + 1) plateau_window`` steps), and the rule holds when it improved by less than
 ``plateau_tolerance`` of it (or by less than ``plateau_floor`` nats). The rate then falls linearly
 to zero over ``cooldown_steps`` and the seed stops; the others go on without it. A seed still
-improving at ``max_steps`` cools down there and is marked ``plateaued = False``.
+improving at ``max_steps`` cools down there and is marked ``plateaued = False``; its record keeps
+how much it was still improving (``improvement``), and ``LONG`` trains such groups longer.
 
 Evaluation. At each evaluation length, loss and accuracy over every scored position and over the
 scored positions past the training length only (``t >= L``, the part that is extrapolated); at
-the longest length also per position. Every model sees the same evaluation sequences.
+the longest length also per position. Every model sees the same evaluation sequences. On
+"pattern", ``moved_block_accuracy`` also scores each seed with the block placed at chosen
+positions of an ``8L`` sequence (``MOVED_BLOCK_STARTS``): a model that found the answer by where
+it sits in training sequences, not by what it is, fails when the block moves.
 
 ``python -m helpers.experiment --out data/extrapolation.json`` (``make experiment``) regenerates
-the cached results and the models that notebook 08 reads attention from.
+the cached results and the models that notebook 08 reads attention from; ``--check fresh`` trains
+seeds the notebook never read (``FRESH``) and ``--check long`` the groups stopped by the step
+limit, longer (``LONG``), into files of their own (``make experiment-checks``).
 """
 
 from __future__ import annotations
@@ -46,6 +58,7 @@ import concurrent.futures
 import dataclasses
 import hashlib
 import json
+import math
 import multiprocessing
 import os
 import platform
@@ -55,8 +68,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ._checks import check_int
 from ._experiment_model import LEARNED_INIT_STD, SCHEMES, TinyEnsemble, TinyTransformer
-from ._experiment_probes import answer_weights, induction_heads, offset_weights, pattern_probe
+from ._experiment_probes import answer_weights, induction_heads, moved_block_accuracy, offset_weights, pattern_probe
 from ._experiment_tasks import TASKS, TEXT_VOCAB, decode, lag_batch, pattern_batch, text_batch, text_corpus
 from ._experiment_train import evaluate_model, plateaued, train_ensemble
 from .device import default_device
@@ -99,9 +113,18 @@ __all__ = [
     "answer_weights",
     "induction_heads",
     "offset_weights",
+    "moved_block_accuracy",
+    "moved_block_starts",
+    "CONTROLS",
+    "CHECKS",
+    "FRESH",
+    "LONG",
+    "MOVED_BLOCK_STARTS",
+    "one_turn_base",
+    "check_config",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: Every model the experiment trains: its name and the ``TinyTransformer`` arguments that make it.
 VARIANTS = {
@@ -114,10 +137,23 @@ VARIANTS = {
     "t5": dict(scheme="t5"),
     "alibi_8h": dict(scheme="alibi", n_heads=8),
     "alibi_x8": dict(scheme="alibi", alibi_scale=8.0),
+    "t5_L": dict(scheme="t5", t5_max_distance="L"),
+    "rope_L": dict(scheme="rope", rope_base="one turn in L"),
 }
-#: The ALiBi variants of the slope ablation.
-ABLATIONS = ("alibi_8h", "alibi_x8")
+#: The controls: variants that change one setting of a scheme.
+CONTROLS = ("alibi_x8", "alibi_8h", "t5_L", "rope_L")
+ABLATIONS = CONTROLS  # the name of earlier versions
 METRICS = ("loss", "accuracy", "loss_beyond", "accuracy_beyond")
+#: Where ``moved_block_accuracy`` starts the block of a "pattern" probe, as multiples of ``L``.
+MOVED_BLOCK_STARTS = (0, 0.5, 1, 2, 4, 6)
+
+
+def one_turn_base(train_length: int, head_width: int) -> float:
+    """The RoPE base ``b`` whose slowest pair turns once in ``train_length`` positions:
+    ``θ_slowest = b^(-(dh - 2)/dh) = 2π / L``, so ``b = (L / 2π)^(dh / (dh - 2))``."""
+    train_length = check_int("train_length", train_length, minimum=1)
+    head_width = check_int("head_width", head_width, minimum=4)
+    return (train_length / (2 * math.pi)) ** (head_width / (head_width - 2))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,19 +162,19 @@ class ExperimentConfig:
 
     tasks: tuple = TASKS
     schemes: tuple = ("none", "none_bos", "learned", "sinusoidal", "rope", "alibi", "t5")
-    ablations: tuple = ("alibi_x8",)
-    ablation_tasks: tuple = ("lag",)
+    #: (task, variant) pairs of ``CONTROLS`` trained beside the schemes, with the task's seeds.
+    controls: tuple = (("lag", "alibi_x8"), ("lag", "rope_L"), ("text", "alibi_x8"), ("text", "t5_L"))
     seeds: tuple = (0, 1, 2, 3, 4)
-    #: How many of ``seeds`` the text task and the ablations train (their seeds agree closely, and
-    #: the text task costs the most); the comparisons the notebook states hold with them.
+    #: How many of ``seeds`` the text task trains (it costs the most).
     text_seeds: int = 3
-    ablation_seeds: int = 3
     train_length: int = 32
     eval_multiples: tuple = (1, 2, 4, 8)
     vocab: int = 32
     lag: int = 3
     min_period: int = 3
     max_period: int = 12
+    #: "pattern": ids kept for the noise prefix (the last ones of ``vocab``).
+    noise_tokens: int = 8
     d_model: int = 64
     n_heads: int = 4
     n_layers: int = 2
@@ -149,6 +185,7 @@ class ExperimentConfig:
     min_steps: int = 600
     max_steps: int = 3000
     plateau_window: int = 200
+    plateau_lookback: int = 2
     plateau_tolerance: float = 0.02
     plateau_floor: float = 0.01
     cooldown_steps: int = 150
@@ -159,14 +196,17 @@ class ExperimentConfig:
     rope_base: float = 10000.0
 
     def __post_init__(self):
-        for name in ("tasks", "ablation_tasks"):
-            unknown = [t for t in getattr(self, name) if t not in TASKS]
-            if unknown:
-                raise ValueError(f"{name} must be drawn from {TASKS}, got {unknown}")
-        for name in ("schemes", "ablations"):
-            unknown = [v for v in getattr(self, name) if v not in VARIANTS]
-            if unknown:
-                raise ValueError(f"{name} must be drawn from {tuple(VARIANTS)}, got {unknown}")
+        unknown = [t for t in self.tasks if t not in TASKS]
+        if unknown:
+            raise ValueError(f"tasks must be drawn from {TASKS}, got {unknown}")
+        unknown = [v for v in self.schemes if v not in VARIANTS]
+        if unknown:
+            raise ValueError(f"schemes must be drawn from {tuple(VARIANTS)}, got {unknown}")
+        pairs = tuple(tuple(pair) for pair in self.controls)
+        bad = [p for p in pairs if len(p) != 2 or p[0] not in TASKS or p[1] not in VARIANTS]
+        if bad:
+            raise ValueError(f"controls must be (task, variant) pairs from {TASKS} and {tuple(VARIANTS)}, got {bad}")
+        object.__setattr__(self, "controls", pairs)
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds must be distinct and at least one, got {self.seeds}")
         for name in (
@@ -176,7 +216,7 @@ class ExperimentConfig:
             "curve_every",
             "warmup_steps",
             "text_seeds",
-            "ablation_seeds",
+            "plateau_lookback",
         ):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {getattr(self, name)!r}")
@@ -187,13 +227,16 @@ class ExperimentConfig:
 
     def task_seeds(self, task: str, variant: str | None = None) -> tuple:
         """The seeds of (``task``, ``variant``): all of ``seeds``, or the first ``text_seeds`` of
-        them for "text", or the first ``ablation_seeds`` for a variant of ``ablations`` that is not
-        also in ``schemes``."""
+        them for "text" (controls train the seeds of their task)."""
         if task == "text":
             return tuple(self.seeds[: self.text_seeds])
-        if variant is not None and variant in self.ablations and variant not in self.schemes:
-            return tuple(self.seeds[: self.ablation_seeds])
         return tuple(self.seeds)
+
+    @property
+    def pairs(self) -> list:
+        """Every (task, variant) the experiment trains: the schemes on each task, then the controls."""
+        pairs = [(t, v) for t in self.tasks for v in self.schemes]
+        return pairs + [p for p in self.controls if p[0] in self.tasks and p not in pairs]
 
     @property
     def eval_lengths(self) -> tuple:
@@ -208,19 +251,23 @@ class ExperimentConfig:
         out = dataclasses.asdict(self)
         for key, value in out.items():
             if isinstance(value, tuple):
-                out[key] = list(value)
+                out[key] = [list(v) if isinstance(v, tuple) else v for v in value]
         out["eval_lengths"] = list(self.eval_lengths)
         return out
 
     @classmethod
     def from_dict(cls, values: dict) -> "ExperimentConfig":
         names = {f.name for f in dataclasses.fields(cls)}
-        kept = {k: (tuple(v) if isinstance(v, list) else v) for k, v in values.items() if k in names}
+        kept = {
+            k: (tuple(tuple(x) if isinstance(x, list) else x for x in v) if isinstance(v, list) else v)
+            for k, v in values.items()
+            if k in names
+        }
         return cls(**kept)
 
 
 #: The settings ``--quick`` uses (about a minute on two CPU cores): two seeds, 120 steps and a
-#: 20-step cool-down, no plateau rule, no ablation. Its numbers are far from converged: it shows that the pipeline runs.
+#: 20-step cool-down, no plateau rule, no control. Its numbers are far from converged: it shows that the pipeline runs.
 QUICK = dict(
     seeds=(0, 1),
     min_steps=120,
@@ -229,8 +276,42 @@ QUICK = dict(
     warmup_steps=20,
     eval_batches=1,
     eval_batch_size=32,
-    ablations=(),
+    controls=(),
 )
+#: ``--check fresh``: the same experiment on seeds the main run never read (5 to 9; 5 to 7 on
+#: text), so that a ranking stated from seeds 0 to 4 is tested on seeds it did not see.
+FRESH = dict(seeds=(5, 6, 7, 8, 9))
+#: ``--check long``: every group with a seed that the step limit stopped while its loss was
+#: still falling, trained again with the same seeds to this many steps.
+LONG = dict(max_steps=8000)
+CHECKS = {"fresh": FRESH, "long": LONG}
+
+
+def check_config(check: str, main: dict) -> ExperimentConfig:
+    """The settings of a check (a key of ``CHECKS``), made from the main run's results ``main``.
+
+    "fresh": the main run's settings on ``FRESH``'s seeds. "long": the main run's settings with
+    ``LONG``'s step limit, for the (task, variant) groups in which a seed stopped at the limit
+    (``plateaued`` False), as controls (so with their seeds), and no other scheme.
+    """
+    if check not in CHECKS:
+        raise ValueError(f"check must be one of {tuple(CHECKS)}, got {check!r}")
+    base = ExperimentConfig.from_dict(main["config"])
+    if check == "fresh":
+        if set(FRESH["seeds"]) & set(base.seeds):
+            raise ValueError(f"the fresh seeds {FRESH['seeds']} must differ from the main run's {base.seeds}")
+        return dataclasses.replace(base, **FRESH)
+    capped = []
+    for run in main["runs"]:
+        pair = (run["task"], run["scheme"])
+        if not run["plateaued"] and pair not in capped:
+            capped.append(pair)
+    if not capped:
+        raise ValueError("no group of the main run was stopped by the step limit: nothing to train longer")
+    tasks = tuple(t for t in base.tasks if any(p[0] == t for p in capped))
+    return dataclasses.replace(base, tasks=tasks, schemes=(), controls=tuple(capped), **LONG)
+
+
 #: A tiny setting for the tests (seconds per group).
 TINY = dict(
     seeds=(0,),
@@ -249,7 +330,8 @@ TINY = dict(
     eval_batch_size=16,
     warmup_steps=5,
     max_period=6,
-    ablations=(),
+    noise_tokens=4,
+    controls=(),
 )
 
 
@@ -286,6 +368,7 @@ def task_batch(
             vocab=config.vocab,
             min_period=config.min_period,
             max_period=config.max_period,
+            noise=config.noise_tokens,
             generator=generator,
             device=device,
         )
@@ -309,6 +392,12 @@ def build_model(variant: str, config: ExperimentConfig, task: str) -> TinyTransf
     )
     arguments = dict(VARIANTS[variant])
     scheme = arguments.pop("scheme")
+    if arguments.get("t5_max_distance") == "L":
+        arguments["t5_max_distance"] = config.train_length
+    if arguments.get("rope_base") == "one turn in L":
+        arguments["rope_base"] = one_turn_base(
+            config.train_length, config.d_model // arguments.get("n_heads", config.n_heads)
+        )
     return TinyTransformer(scheme, **{**sizes, **arguments})
 
 
@@ -322,7 +411,8 @@ def train_seeds(task: str, variant: str, config: ExperimentConfig, seeds=None, *
     ``seeds`` defaults to ``config.task_seeds(task, variant)``. Seed ``s`` initialises its model
     after ``torch.manual_seed(s)`` and draws its training batches from
     ``torch.Generator().manual_seed(10_000 + s)``; it stops when its own loss has plateaued, so
-    whether it trains alone or beside other seeds, it follows the same path. ``corpus``:
+    whether it trains alone or beside other seeds, it computes the same thing, up to the order in
+    which batched products add (the two paths agree to rounding at first and can part later). ``corpus``:
     ``text_corpus()`` for "text" (read when None).
 
     Returns:
@@ -376,6 +466,13 @@ def evaluation_batches(task: str, config: ExperimentConfig, *, corpus=None):
     return batches
 
 
+def moved_block_starts(config: ExperimentConfig) -> list:
+    """The block starts of the moved-block probe: ``MOVED_BLOCK_STARTS`` times ``L``, as ints, those
+    that leave two periods before the end of the longest evaluation length."""
+    room = max(config.eval_lengths) - 2 * config.max_period
+    return [int(m * config.train_length) for m in MOVED_BLOCK_STARTS if m * config.train_length <= room]
+
+
 def _round(value, digits=5):
     return None if value is None else round(float(value), digits)
 
@@ -405,6 +502,7 @@ def _run_group(job: tuple) -> tuple[list, dict, dict]:
                 "steps": stop["steps"],
                 "stop_step": stop["stop_step"],
                 "plateaued": stop["plateaued"],
+                "improvement": stop.get("improvement"),
                 "initial_loss": _round(np.mean(curve[:10])),
                 "final_loss": _round(np.mean(curve[-10:])),
                 "loss_curve": [_round(np.mean(curve[i : i + every]), 4) for i in range(0, len(curve), every)],
@@ -413,6 +511,9 @@ def _run_group(job: tuple) -> tuple[list, dict, dict]:
                 "per_position": {k: [_round(v, 4) for v in values] for k, values in per_position.items()},
             }
         )
+        if task == "pattern":
+            moved = moved_block_accuracy(model, config, moved_block_starts(config))
+            runs[-1]["moved_block"] = {str(k): _round(v) for k, v in moved.items()}
         if keep and seed == config.seeds[0]:
             states[(task, variant)] = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     group = {
@@ -465,6 +566,14 @@ def summarize_runs(runs: list[dict], tasks, schemes, lengths) -> dict:
                 ]
                 for name in ("loss", "accuracy")
             }
+            if "moved_block" in chosen[0]:
+                entry["moved_block"] = {
+                    start: {
+                        f"accuracy_{k}": _round(f([r["moved_block"][start] for r in chosen]))
+                        for k, f in (("mean", np.mean), ("min", np.min), ("max", np.max))
+                    }
+                    for start in chosen[0]["moved_block"]
+                }
             entry["seeds"] = [r["seed"] for r in chosen]
             entry["steps"] = [r["steps"] for r in chosen]
             entry["plateaued"] = all(r["plateaued"] for r in chosen)
@@ -587,6 +696,7 @@ SAVED_MODELS = (
     ("lag", "alibi"),
     ("lag", "alibi_x8"),
     ("lag", "rope"),
+    ("lag", "rope_L"),
     ("lag", "learned"),
     ("lag", "t5"),
     ("lag", "none_bos"),
@@ -629,8 +739,7 @@ def run_experiment(
         raise ValueError(f"workers must be an int >= 1, got {workers!r}")
     start = time.perf_counter()
     load_before = os.getloadavg() if hasattr(os, "getloadavg") else None
-    pairs = [(t, s) for t in config.tasks for s in config.schemes]
-    pairs += [(t, s) for t in config.ablation_tasks if t in config.tasks for s in config.ablations]
+    pairs = config.pairs
     keep = set(SAVED_MODELS) if keep_models is not None else set()
     threads = 1 if workers > 1 else 0
     jobs = [(task, scheme, config.to_dict(), str(device), (task, scheme) in keep, threads) for task, scheme in pairs]
@@ -670,20 +779,22 @@ def run_experiment(
             model = build_model(scheme, config, task)
             model.load_state_dict(state)
             keep_models[(task, scheme)] = model.to(device).eval()
-    schemes = list(config.schemes) + [s for s in config.ablations if s not in config.schemes]
+    controls = [v for t, v in config.controls if t in config.tasks and v not in config.schemes]
+    schemes = list(config.schemes) + list(dict.fromkeys(controls))
     schemes_of = {task: [s for t, s in pairs if t == task] for task in config.tasks}
     return {
         "schema_version": SCHEMA_VERSION,
         "task_descriptions": {
             "lag": f"copy the token {config.lag} places back; scored at positions t >= {config.lag}",
-            "pattern": "continue a repeated block of distinct random tokens; scored where the next token is determined",
+            "pattern": "after a noise prefix of random length, continue a repeated block of distinct random tokens;"
+            " scored where the next token is determined",
             "text": "next character of Python's reference documentation (pydoc_data), held-out topics; every position",
         },
         "config": config.to_dict(),
         "tasks": list(config.tasks),
         "schemes": list(config.schemes),
-        "ablations": list(config.ablations),
-        "ablation_tasks": [t for t in config.ablation_tasks if t in config.tasks],
+        "controls": [list(p) for p in config.controls if p[0] in config.tasks],
+        "moved_block_starts": moved_block_starts(config) if "pattern" in config.tasks else [],
         "seeds": list(config.seeds),
         "group_seeds": {
             task: {scheme: list(config.task_seeds(task, scheme)) for scheme in schemes_of[task]}
@@ -758,32 +869,59 @@ def _earlier_costs(path) -> dict:
 
 
 def regenerate(
-    out=CACHED_RESULTS, *, models=None, quick: bool = False, device=None, workers=None, progress: bool = True
-) -> tuple[Path, Path]:
+    out=None,
+    *,
+    models=None,
+    quick: bool = False,
+    check: str | None = None,
+    main=CACHED_RESULTS,
+    device=None,
+    workers=None,
+    progress: bool = True,
+) -> tuple[Path, Path | None]:
     """Run the experiment and write its results (JSON) to ``out`` and its saved models beside them.
 
-    ``models`` defaults to ``extrapolation_models.pt`` in the folder of ``out``; ``quick`` uses
-    ``QUICK``. Returns the two paths. ``make experiment`` calls this.
+    ``out`` defaults to ``data/extrapolation.json`` (``data/extrapolation_<check>.json`` for a
+    check); ``models`` to ``extrapolation_models.pt`` in the folder of ``out``; ``quick`` uses
+    ``QUICK``; ``check`` (a key of ``CHECKS``: "fresh" or "long") runs that check of the main
+    run's results at ``main`` instead (``check_config``), and saves no model. Returns the two
+    paths (None for the models of a check). ``make experiment`` and ``make experiment-checks``
+    call this.
     """
-    out = Path(out)
-    models = Path(models) if models is not None else out.with_name("extrapolation_models.pt")
-    config = ExperimentConfig(**QUICK) if quick else ExperimentConfig()
-    kept: dict = {}
+    if check is not None and check not in CHECKS:
+        raise ValueError(f"check must be one of {tuple(CHECKS)} or None, got {check!r}")
+    if check is not None and quick:
+        raise ValueError("quick and check cannot be combined")
+    default = CACHED_RESULTS if check is None else CACHED_RESULTS.with_name(f"extrapolation_{check}.json")
+    out = Path(out) if out is not None else default
+    if check is None:
+        models = Path(models) if models is not None else out.with_name("extrapolation_models.pt")
+        config = ExperimentConfig(**QUICK) if quick else ExperimentConfig()
+    else:
+        config = check_config(check, load_results(main))
+    kept: dict | None = {} if check is None else None
     results = run_experiment(
         config, device=device, keep_models=kept, workers=workers, progress=progress, costs=_earlier_costs(out)
     )
     results["quick"] = bool(quick)
+    results["check"] = check
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", encoding="utf-8") as handle:
         json.dump(results, handle, indent=None, separators=(",", ":"))
         handle.write("\n")
-    save_models(kept, config, models)
-    return out, models
+    if check is None:
+        save_models(kept, config, models)
+        return out, models
+    return out, None
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m helpers.experiment", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default="data/extrapolation.json", help="where to write the results (JSON)")
+    parser.add_argument(
+        "--out",
+        default=None,
+        help="where to write the results (JSON; default data/extrapolation.json, or data/extrapolation_CHECK.json)",
+    )
     parser.add_argument(
         "--models",
         default=None,
@@ -791,18 +929,27 @@ def main(argv=None) -> int:
         "(default: extrapolation_models.pt beside --out)",
     )
     parser.add_argument("--quick", action="store_true", help="two seeds, 120 steps (about a minute on two cores)")
+    parser.add_argument(
+        "--check",
+        choices=sorted(CHECKS),
+        default=None,
+        help="fresh: the main run's experiment on seeds 5-9; long: its groups the step limit stopped, to 8,000 steps",
+    )
     parser.add_argument("--device", default=None, help="torch device (default: helpers.default_device())")
     parser.add_argument(
         "--workers",
         type=int,
         default=None,
-        help="processes training side by side on a CPU, one torch thread each (default: one per core)",
+        help="processes training side by side, one torch thread each (default: one per core on a CPU, 1 on a GPU)",
     )
     args = parser.parse_args(argv)
-    out, models = regenerate(args.out, models=args.models, quick=args.quick, device=args.device, workers=args.workers)
+    out, models = regenerate(
+        args.out, models=args.models, quick=args.quick, check=args.check, device=args.device, workers=args.workers
+    )
     results = load_results(out)
+    saved = f" and {models}" if models else ""
     print(
-        f"wrote {out} and {models}: {len(results['runs'])} models in {results['wall_seconds'] / 60:.1f} min on "
+        f"wrote {out}{saved}: {len(results['runs'])} models in {results['wall_seconds'] / 60:.1f} min on "
         f"{results['environment']['device']} with {results['environment']['workers']} worker(s)"
     )
     return 0

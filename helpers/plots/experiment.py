@@ -33,6 +33,8 @@ SCHEME_COLORS = {
     "t5": "#9467bd",
     "alibi_8h": "#8fd18f",
     "alibi_x8": "#135e13",
+    "t5_L": "#c9a3e6",
+    "rope_L": "#7fb8e0",
 }
 SCHEME_LABELS = {
     "none": "NoPE",
@@ -44,8 +46,10 @@ SCHEME_LABELS = {
     "t5": "T5 bias",
     "alibi_8h": "ALiBi, 8 heads (1/2 .. 1/256)",
     "alibi_x8": "ALiBi, slopes x8 (2 .. 1/32)",
+    "t5_L": "T5, buckets ending at L",
+    "rope_L": "RoPE, base with one turn in L",
 }
-_STYLES = {"none_bos": "--", "alibi_8h": "--", "alibi_x8": ":"}
+_STYLES = {"none_bos": "--", "alibi_8h": "--", "alibi_x8": ":", "t5_L": ":", "rope_L": ":"}
 _METRICS = ("accuracy", "loss")
 _POSITIONS = ("beyond", "all")
 
@@ -235,7 +239,7 @@ def loss_curves(results: dict, *, tasks=None, schemes=None) -> Drawing:
     marks the step at which the seed's plateau rule held (filled) or the step limit stopped it
     (hollow): there its learning rate begins its fall to zero, the last stretch of the line. The y
     axis is logarithmic, so that a loss near zero and one near 1.5 nats are both readable.
-    ``schemes`` defaults to every scheme and ablation that has results for a task.
+    ``schemes`` defaults to every scheme and control that has results for a task.
     """
     tasks = list(results["tasks"] if tasks is None else tasks)
     fig, axes = new_figure(4.4 * len(tasks), 4.0, ncols=len(tasks))
@@ -244,7 +248,7 @@ def loss_curves(results: dict, *, tasks=None, schemes=None) -> Drawing:
     for ax, task in zip(axes, tasks, strict=True):
         chosen = schemes
         if chosen is None:
-            chosen = [s for s in [*results["schemes"], *results.get("ablations", [])] if s in results["summary"][task]]
+            chosen = list(results["summary"][task])  # the schemes, then the controls
         for scheme in chosen:
             runs = [r for r in results["runs"] if r["task"] == task and r["scheme"] == scheme]
             color = SCHEME_COLORS.get(scheme, "k")
