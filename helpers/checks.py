@@ -307,6 +307,63 @@ def _speed_story(speed: torch.Tensor, d: int, base: float, scaling, theta: torch
     return ""
 
 
+def _effective_positions(cos: torch.Tensor, sin: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
+    """The position each row of a table was built for, read back from its angles: ``(P,)`` float64.
+
+    ``cos``, ``sin``: ``(P, d/2)`` (any magnitude); ``theta``: ``(d/2,)`` the speeds the table
+    should have. The slowest pair gives a first estimate (exact while its angle stays below π),
+    and each faster pair refines it by the wrapped difference between its angle and the estimate's:
+    an angle is only known up to a turn, so the pairs are read from slow to fast.
+    """
+    angle = torch.atan2(sin, cos)  # (P, d/2) in (-π, π]
+    order = torch.argsort(theta)  # slowest first
+    slow = order[0]
+    p = angle[:, slow] / theta[slow]  # (P,)
+    for i in order[1:]:
+        delta = torch.remainder(angle[:, i] - p * theta[i] + math.pi, 2 * math.pi) - math.pi
+        p = p + delta / theta[i]
+    return p
+
+
+def _one_fault(findings: list, fault: Finding) -> list:
+    """``findings`` with ``fault`` added and the relative finding's failure folded into it: an offset,
+    integer steps or a clamped table also break the relative property, and one fault is told once."""
+    folded = [f for f in findings if f.name == "relative" and not f.passed]
+    kept = [f for f in findings if not (f.name == "relative" and not f.passed)]
+    if folded:
+        fault = Finding(fault.name, False, fault.detail + " (It also makes the score depend on m, not only on n - m.)")
+    return [*kept, fault]
+
+
+def _position_story(p: torch.Tensor, m: torch.Tensor, tol: float) -> str:
+    """What a map from probed positions ``m`` to the positions the table used, ``p``, most likely is
+    (empty when it is the identity or a plain scaling, which the speeds finding reads)."""
+    dev = p - m
+    if float(dev.abs().max()) <= tol:
+        return ""
+    k = float(dev.mean())
+    if float((dev - k).abs().max()) <= tol and abs(k - round(k)) <= tol:
+        k = round(k)
+        start = "1 (as if position_ids started at 1)" if k == 1 else f"{k}"
+        return (
+            f"every position is off by {k:+d}: the table at position m holds the angles of m {'+' if k > 0 else '-'} "
+            f"{abs(k)}, positions counted from {start} instead of 0. The speeds are right; the positions "
+            "passed to the table are not."
+        )
+    changes = (p[1:] - p[:-1]).abs() > tol  # (P - 1,)
+    if bool(changes.any()) and not bool(changes.all()) and int(m[0]) == 0:
+        step = int(changes.nonzero()[0]) + 1  # the first position whose angle differs from position 0's
+        size = float(p[step] - p[0])
+        blocks = torch.div(m, step, rounding_mode="floor")
+        if step >= 2 and float((p - p[0] - size * blocks).abs().max()) <= tol:
+            return (
+                f"positions come in blocks of {step} that share one angle (positions 0 to {step - 1} are all "
+                f"read as {_num(p[0])}): the positions are divided in integer arithmetic (m // {step}) instead "
+                f"of scaled in floating point (m / {step})."
+            )
+    return ""
+
+
 def check_rope(
     rope_fn,
     *,
@@ -337,6 +394,11 @@ def check_rope(
         device: where ``x`` and ``positions`` are created (default the CPU), for an implementation
             that runs on an accelerator; what it returns is compared on the CPU in float64.
 
+    With a ``partial_rotary_factor`` ``p`` in ``scaling``, only the first ``r = int(d p)``
+    dimensions must turn: a first finding, ``slice``, checks that they do and that the rest pass
+    through unchanged (naming the last ``r`` rotated instead of the first, or the factor ignored),
+    and the findings below are then made on those ``r`` dimensions.
+
     Findings, in order: ``rotation`` (each pair turns as one rigid rotation; fails when a table
     built for one layout meets the other's rotation), ``norm`` (``|R_m x| = a |x|``, ``a`` the
     attention factor of ``scaling``, 1 without it), ``relative`` (``<R_m q, R_n k>`` depends only
@@ -356,11 +418,18 @@ def check_rope(
     max_position = check_int("max_position", max_position, minimum=128)
     dtype = check_dtype("dtype", dtype)
     device = _check_device(device)
-    theta, factor = rope_frequencies(d, base, scaling=scaling)  # (d/2,) float64, the reference speeds
-    if theta.shape[0] * 2 != d:
-        raise ValueError(f"scaling={scaling!r} rotates only part of the head; check_rope needs all {d} dimensions")
+    theta, factor = rope_frequencies(d, base, scaling=scaling)  # (r/2,) float64, the reference speeds
+    r = 2 * theta.shape[0]  # the rotated width: d, or int(d p) with a partial_rotary_factor p
     try:
-        findings = _rope_findings(rope_fn, d, base, scaling, layout, max_position, dtype, device, theta, factor)
+        findings = []
+        if r < d:
+            findings.append(_slice_finding(rope_fn, d, r, dtype, device))
+            if not findings[0].passed:
+                return _report(name, findings, ("slice", *_ROPE_PROPERTIES))
+            inner = {k: v for k, v in scaling.items() if k != "partial_rotary_factor"}
+            scaling = inner or None
+            rope_fn = _first_dims(rope_fn, d, r)
+        findings += _rope_findings(rope_fn, r, base, scaling, layout, max_position, dtype, device, theta, factor)
     except _Bad as bad:
         finding = bad.finding
         if "IndexError" in finding.detail:
@@ -370,11 +439,57 @@ def check_rope(
                 finding.detail + ". If its tables stop at a fixed length (a table precomputed for the first N "
                 "positions), pass max_position=N so that no position beyond it is probed.",
             )
-        findings = [finding]
-    return _report(name, findings, _ROPE_PROPERTIES)
+        findings = [*findings, finding]
+    return _report(name, findings, ("slice", *_ROPE_PROPERTIES) if r < d else _ROPE_PROPERTIES)
 
 
-_ROPE_PROPERTIES = ("rotation", "norm", "relative", "layout", "speeds", "precision")
+def _first_dims(rope_fn, d: int, r: int):
+    """``rope_fn`` seen on its first ``r`` dimensions: ``x`` ``(T, r)`` padded with zeros to ``d``."""
+
+    def rope(x, positions):
+        padded = torch.cat((x, x.new_zeros(x.shape[0], d - r)), dim=-1)  # (T, d)
+        out = rope_fn(padded, positions)
+        if isinstance(out, torch.Tensor) and out.dim() == 2 and out.shape[-1] == d:
+            return out[:, :r]
+        return out  # the output check below names what is wrong with it
+
+    return rope
+
+
+def _slice_finding(rope_fn, d: int, r: int, dtype, device) -> Finding:
+    """Partial rotary: the first ``r`` dimensions turn, the last ``d - r`` pass through unchanged."""
+    n = 3
+    eye = torch.eye(d, dtype=torch.float64).repeat(n, 1)  # (3 d, d)
+    pos = torch.tensor([5, 37, 1001], dtype=torch.int64).repeat_interleave(d)  # (3 d,)
+    J = _rope_call(rope_fn, eye, pos, dtype, device).reshape(n, d, d)  # (3, d, d): row j the image of e_j
+    still = (J - torch.eye(d, dtype=torch.float64)).abs().amax(dim=(0, 2)) <= 4 * _eps(dtype)  # (d,)
+    moved = [j for j in range(d) if not bool(still[j])]
+    if moved == list(range(r)):
+        return Finding("slice", True, f"dimensions 0 to {r - 1} turn and {r} to {d - 1} pass through unchanged")
+    if moved == list(range(d - r, d)):
+        return Finding(
+            "slice",
+            False,
+            f"dimensions {d - r} to {d - 1} turn and 0 to {d - r - 1} pass through: the last {r} dimensions are "
+            f"rotated instead of the first {r} (x[..., -r:] where x[..., :r] is meant; the weights put the "
+            "rotary part first).",
+        )
+    if len(moved) == d:
+        return Finding(
+            "slice",
+            False,
+            f"every one of the {d} dimensions turns: the partial_rotary_factor is ignored (expected only the "
+            f"first {r} to turn).",
+        )
+    return Finding(
+        "slice",
+        False,
+        f"dimensions {_pairs_text([(j, j) for j in moved[:3]]).replace('(', '').replace(')', '')}... turn "
+        f"({len(moved)} of them): expected exactly the first {r}.",
+    )
+
+
+_ROPE_PROPERTIES = ("rotation", "norm", "relative", "layout", "positions", "speeds", "precision")
 
 
 def _rope_call(rope_fn, x: torch.Tensor, positions: torch.Tensor, dtype, device) -> torch.Tensor:
@@ -537,7 +652,14 @@ def _rope_findings(rope_fn, d, base, scaling, layout, max_position, dtype, devic
         p, r = norm_problem
         why = " (each pair's two members turn by different angles)" if not rotation_ok else ""
         s_factor = (scaling or {}).get("factor") if isinstance(scaling, dict) else None
-        if rotation_ok and s_factor and s_factor > 1 and abs(r / factor - (0.1 * math.log(s_factor) + 1.0)) < 1e-3:
+        if rotation_ok and abs(factor - 1.0) > 1e-6 and abs(r - 1.0) < 1e-3:
+            why = (
+                f": the tables are not multiplied by the attention factor {_num(factor)} that this scaling "
+                "prescribes (YaRN's 0.1 ln(s) + 1, or its mscale ratio). The angles may be right; the length is not"
+            )
+        elif rotation_ok and abs(factor - 1.0) > 1e-6 and abs(r - factor**2) < 1e-3 * factor**2:
+            why = f": the attention factor {_num(factor)} is applied twice (the length is its square)"
+        elif rotation_ok and s_factor and s_factor > 1 and abs(r / factor - (0.1 * math.log(s_factor) + 1.0)) < 1e-3:
             why = (
                 f" (YaRN's attention factor 0.1 ln(s) + 1 = {0.1 * math.log(s_factor) + 1.0:.3f} at s = "
                 f"{s_factor:g}: the tables are YaRN's)"
@@ -592,6 +714,16 @@ def _rope_findings(rope_fn, d, base, scaling, layout, max_position, dtype, devic
     if not rotation_ok or found is None:
         return findings
     index = _pair_index(found, d)
+    # Which positions the table was built for: an offset or integer steps would otherwise read as a
+    # scaling of the speeds (a fit through the origin of angles (m + 1) θ gives 1.02 θ).
+    a_idx = torch.tensor([a for a, _ in index])
+    mapped = _effective_positions(cos[:, a_idx], sin[:, a_idx], theta)  # (65,)
+    story = _position_story(mapped, m[:, 0], 0.05)
+    if story:
+        return _one_fault(findings, Finding("positions", False, _capital(story)))
+    findings.append(
+        Finding("positions", True, f"the angles read back give positions 0 to {n_probe - 1} as passed (within 0.05)")
+    )
     pair_speed = torch.stack([(dim_speed[a] + dim_speed[b]) / 2 for a, b in index])  # (d/2,)
     speed_tol = 1e-3 * theta + 4 * eps / n_probe
     wrong = (pair_speed - theta).abs() > speed_tol
@@ -640,22 +772,43 @@ def _rope_findings(rope_fn, d, base, scaling, layout, max_position, dtype, devic
     ones[:, a_idx] = 1.0
     out = _rope_call(rope_fn, ones, probe, dtype, device)  # out[:, a] = cos, out[:, b] = sin
     ref_cos, ref_sin = rope_cos_sin(probe, d, base, scaling=scaling, dtype=torch.float64)  # (P, d/2)
-    error = torch.maximum((out[:, a_idx] - ref_cos).abs(), (out[:, b_idx] - ref_sin).abs()).amax(-1)  # (P,)
-    tol = 2 * eps * factor + FLOAT32_ANGLE * probe.double() * float(theta.max())
+    got_cos, got_sin = out[:, a_idx], out[:, b_idx]  # (P, d/2)
+    # Angles only: a wrong length (an attention factor) is the norm finding's, reported once there.
+    turn = torch.atan2(got_sin * ref_cos - got_cos * ref_sin, got_cos * ref_cos + got_sin * ref_sin)  # (P, d/2)
+    error = turn.abs().amax(-1)  # (P,) the largest angle error of each probed position, radians
+    tol = 2 * eps + FLOAT32_ANGLE * probe.double() * float(theta.max())
     over = error > tol
     if bool(over.any()):
         at = int(over.nonzero()[0])
         worst = int(error.argmax())
-        findings.append(
-            Finding(
-                "precision",
-                False,
-                f"the tables first exceed the tolerance at position {int(probe[at]):,} (error {_num(error[at])}, "
-                f"tolerance {_num(tol[at])}); at position {int(probe[worst]):,} the error is {_num(error[worst])}. "
-                "The angle m θ is formed in too low a precision (bfloat16 or float16 positions or speeds): form it "
-                "in float32 or float64 and cast only the cos and sin.",
-            )
+        read = _effective_positions(got_cos, got_sin, theta)  # (P,) the positions the tables were built for
+        late = read[over]
+        last = int(probe[at - 1]) if at > 0 else 0
+        if bool(((late - late[0]).abs() < 0.05).all()) and abs(float(late[0]) - round(float(late[0]))) < 0.05:
+            n = round(float(late[0]))
+            if int(over.sum()) > 1 or n < int(probe[at]):
+                return _one_fault(
+                    findings,
+                    Finding(
+                        "precision",
+                        False,
+                        f"from position {int(probe[at]):,} on (the last right one probed: {last:,}) every position "
+                        f"gets the angles of position {n:,}: the tables stop there, as a table cached for "
+                        f"{n + 1:,} positions and indexed with positions clamped to its last row would. Build the "
+                        "table for the longest position used, or compute it from the positions.",
+                    ),
+                )
+        low = Finding(
+            "precision",
+            False,
+            f"the tables first exceed the tolerance at position {int(probe[at]):,} (angle error "
+            f"{_num(error[at])} rad, tolerance {_num(tol[at])}); at position {int(probe[worst]):,} the error is "
+            f"{_num(error[worst])}. The angle m θ is formed in too low a precision (bfloat16 or float16 "
+            "positions or speeds): form it in float32 or float64 and cast only the cos and sin.",
         )
+        if rel_problem is not None and rel_problem[0] >= int(probe[at]):
+            return _one_fault(findings, low)  # the relative failure, further out, is this one
+        findings.append(low)
     else:
         end = int(probe[-1])
         note = ""
@@ -831,7 +984,9 @@ def _alibi_findings(bias_fn, max_heads, T):
             )
         findings.append(Finding("slopes", False, text))
 
-    ref_full = alibi_bias(8, T, T, dtype=torch.float64)
+    # Decoding and alignment are judged against the implementation's own full pass (Tq = Tk), so
+    # that wrong slopes, already reported, are not reported again as wrong decoding and alignment.
+    ref_full = got8  # (8, T, T): its own rows, measured from each query's own key
     step = _alibi_call(bias_fn, 8, 1, T, rounding)  # (8, 1, T)
     own = step[:, 0, T - 1]
     if bool(torch.isneginf(own).any()):
@@ -846,12 +1001,13 @@ def _alibi_findings(bias_fn, max_heads, T):
     else:
         step = _rows_from_own_key(step, T)[:, 0]  # (8, T)
         if torch.allclose(step, ref_full[:, -1], rtol=1e-4, atol=1e-4 * T + slack()):
-            findings.append(Finding("decoding", True, f"Tq = 1 matches the last row of the full bias (Tk = {T})"))
+            findings.append(Finding("decoding", True, f"Tq = 1 matches the last row of its own full bias (Tk = {T})"))
         else:
             flat = bool((step.abs() <= 1e-6).all())
             text = (
                 f"at the decoding step (Tq = 1, Tk = {T}) head 0 gives the keys {_num(step[0, 0])} ... "
-                f"{_num(step[0, -1])}; the last row of the full bias has {_num(ref_full[0, -1, 0])} ... 0."
+                f"{_num(step[0, -1])}; the last row of its own full bias (Tq = Tk) has "
+                f"{_num(ref_full[0, -1, 0])} ... 0."
             )
             if flat:
                 text += (
@@ -879,7 +1035,7 @@ def _alibi_findings(bias_fn, max_heads, T):
         text += (
             " (bottom-right: the queries are the newest tokens); this bias places it at position 0 (top-left)."
             if top_left
-            else "; the bias of the last rows differs from the full bias's last rows."
+            else "; the bias of the last rows differs from the last rows of its own full bias (Tq = Tk)."
         )
         findings.append(Finding("alignment", False, text))
     return findings
@@ -987,7 +1143,8 @@ def check_cached_decoding(
     The reference is ``helpers.apply_rope`` on all tokens at positions ``0 .. T-1`` and
     ``helpers.attention(causal=True)``. Findings: ``cache``, with the first step that differs and,
     when recognised, the cause (each step rotated from position 0; tables memoized by the step's
-    length without its offset; a causal mask aligned top-left).
+    length without its offset; the new tokens one position off; the values rotated too; a causal
+    mask aligned top-left); a fault it does not recognise is reported as a difference only.
     """
     step_fn = _check_callable("step_fn", step_fn)
     d = check_even_dim("d", d)
@@ -1005,8 +1162,9 @@ def check_cached_decoding(
     q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
     cos, sin = rope_cos_sin(T, d, base, dtype=torch.float64)
 
-    def full(q_rot, k_rot, mask=None):
-        out, _ = attention(q_rot.double(), k_rot.double(), v.double(), causal=mask is None, bias=mask)
+    def full(q_rot, k_rot, mask=None, values=None):
+        values = v.double() if values is None else values
+        out, _ = attention(q_rot.double(), k_rot.double(), values, causal=mask is None, bias=mask)
         return out
 
     reference = full(apply_rope(q.double(), cos, sin, layout=layout), apply_rope(k.double(), cos, sin, layout=layout))
@@ -1039,6 +1197,18 @@ def check_cached_decoding(
         apply_rope(q.double(), cos, sin, layout=layout, positions=memo),
         apply_rope(k.double(), cos, sin, layout=layout, positions=memo),
     )
+
+    # Hypothesis 4: the tokens after the prompt rotated one position off (cache_len - 1 or cache_len + 1).
+    off_by = {}
+    cos_1, sin_1 = rope_cos_sin(T + 1, d, base, dtype=torch.float64)  # one row more, for the late case
+    for delta in (-1, 1):
+        shifted = torch.arange(T) + delta * (torch.arange(T) >= chunks[0])  # (T,)
+        off_by[delta] = full(
+            apply_rope(q.double(), cos_1, sin_1, layout=layout, positions=shifted),
+            apply_rope(k.double(), cos_1, sin_1, layout=layout, positions=shifted),
+        )
+    # Hypothesis 5: the values rotated too (RoPE belongs to queries and keys only).
+    v_rotated = full(q_rot, k_rot, values=apply_rope(v.double(), cos, sin, layout=layout))
 
     tol = max(1e3 * _eps(dtype), 1e-6)  # float32 tables inside a float64 step pass; a real fault is far above
     cache = None
@@ -1077,6 +1247,18 @@ def check_cached_decoding(
                 text += (
                     " It matches rotating each step as the first step of the same length was: the tables are "
                     "memoized by the number of new tokens, and the offset is not part of the memo's key."
+                )
+            elif any(torch.allclose(got, off_by[delta][:e], rtol=0, atol=tol) for delta in (-1, 1)):
+                delta = next(x for x in (-1, 1) if torch.allclose(got, off_by[x][:e], rtol=0, atol=tol))
+                text += (
+                    f" It matches rotating every token after the prompt one position {'early' if delta < 0 else 'late'}"
+                    f" (at cache length {'- 1' if delta < 0 else '+ 1'}): the first new token's position is the "
+                    "number of cached tokens, counted from 0."
+                )
+            elif torch.allclose(got, v_rotated[:e], rtol=0, atol=tol):
+                text += (
+                    " It matches rotating the values as well as the queries and keys: RoPE turns q and k only, "
+                    "so that their dot product sees the offset; a rotated value carries its position into the output."
                 )
             elif torch.allclose(got, top_left[:e], rtol=0, atol=tol):
                 text += (

@@ -165,8 +165,8 @@ def test_bfloat16_angles_are_caught_with_the_first_position_named():
 
     for dtype in (torch.float32, torch.bfloat16):
         report = check_rope(bf16_angles, layout="half", dtype=dtype)
-        fails_with(report, "precision", "first exceed the tolerance at position", "too low a precision")
-        fails_with(report, "relative", "depends on the absolute position")
+        fails_with(report, "precision", "first exceed the tolerance at position", "too low a precision", "depend on m")
+        assert "relative" in report.skipped  # one fault, told once: its relative failure is folded in
     # In float32 the speeds themselves are seen to be rounded (bfloat16 inv_freq), wrong from position 1 on.
     report = check_rope(bf16_angles, layout="half")
     fails_with(report, "speeds", "within 1%", "rounded to a low precision")
@@ -271,11 +271,13 @@ def test_bad_arguments_name_the_argument(call, error, argument):
 
 def test_the_report_reads_as_a_verdict_and_findings_and_raises_on_demand():
     good = check_rope(hf_rope, layout="half")
-    assert good.verdict.startswith("check_rope: passed (rotation, norm, relative, layout, speeds, precision)")
+    assert good.verdict.startswith(
+        "check_rope: passed (rotation, norm, relative, layout, positions, speeds, precision)"
+    )
     assert good.diagnosis == "" and good.raise_if_failed() is good
     assert repr(good) == str(good) and str(good).splitlines()[1].startswith("  ok   rotation:")
     bad = check_rope(hf_rope, layout="interleaved")
-    assert bad.verdict == "check_rope: FAILED on layout (5 of 6 held)"
+    assert bad.verdict == "check_rope: FAILED on layout (6 of 7 held)"
     assert bad.diagnosis == bad.finding("layout").detail
     assert "  FAIL layout: pairs (0, 32)" in str(bad)
     with pytest.raises(CheckFailed, match="FAIL layout"):
@@ -381,13 +383,17 @@ def test_position_ids_from_the_mask_pass_and_left_padding_ignored_fails():
 # ----- cached decoding ----------------------------------------------------------------------------------
 
 
-def cached_step(*, offset=True, sdpa_top_left=False, layout="interleaved"):
+def cached_step(*, offset=True, sdpa_top_left=False, layout="interleaved", shift=0, rotate_v=False):
     def step(q, k, v, cache):
         keys, values = cache if cache is not None else (q[:0], q[:0])
         start = keys.shape[0] if offset else 0
-        cos, sin = helpers.rope_cos_sin(start + q.shape[0], q.shape[-1], dtype=q.dtype)
+        if keys.shape[0]:
+            start += shift  # the decoding steps' first position off by `shift`
+        cos, sin = helpers.rope_cos_sin(start + q.shape[0] + 1, q.shape[-1], dtype=q.dtype)
         q_rot = helpers.apply_rope(q, cos, sin, layout=layout, positions=start)
         k_rot = helpers.apply_rope(k, cos, sin, layout=layout, positions=start)
+        if rotate_v:
+            v = helpers.apply_rope(v, cos, sin, layout=layout, positions=start)
         keys, values = torch.cat((keys, k_rot)), torch.cat((values, v))
         if sdpa_top_left:
             out = torch.nn.functional.scaled_dot_product_attention(q_rot, keys, values, is_causal=True)
@@ -408,6 +414,11 @@ def test_cached_decoding_right_passes_and_the_two_known_faults_are_named():
         "rotating every step from position 0",
     )
     fails_with(check_cached_decoding(cached_step(sdpa_top_left=True)), "cache", "causal mask aligned top-left")
+    fails_with(check_cached_decoding(cached_step(shift=-1)), "cache", "one position early", "cache length - 1")
+    fails_with(check_cached_decoding(cached_step(shift=1)), "cache", "one position late", "cache length + 1")
+    fails_with(check_cached_decoding(cached_step(rotate_v=True)), "cache", "rotating the values")
+    fails_with(check_cached_decoding(cached_step(shift=2)), "cache", "differs from the full pass")
+    assert "It matches" not in check_cached_decoding(cached_step(shift=2)).diagnosis  # not recognised: said so
     memo = {}
 
     def memoized(q, k, v, cache):  # tables keyed by the step's length only
@@ -515,7 +526,7 @@ def test_a_table_of_fixed_length_is_told_to_pass_max_position():
 
     report = check_rope(fixed)
     fails_with(report, "output", "IndexError", "pass max_position=N")
-    assert "not checked: rotation, norm, relative, layout, speeds, precision" in report.verdict
+    assert "not checked: rotation, norm, relative, layout, positions, speeds, precision" in report.verdict
     assert check_rope(fixed, max_position=4096).passed
 
 
@@ -595,3 +606,135 @@ def test_a_missing_clamp_in_t5_buckets_is_named():
         return out + torch.where(n < 8, n, large)
 
     fails_with(check_t5_bias(no_clamp), "buckets", "the clamp to bucket 15", "bucket 16, the first future bucket")
+
+
+# ----- A zoo of wrong RoPE implementations, each with the cause it must be given ---------------------
+
+
+def _table_rope(positions_of, scaling=None, magnitude=None, d_dtype=torch.float64):
+    """helpers' tables built for ``positions_of(positions)``, optionally rescaled to ``magnitude``."""
+
+    def rope(x, positions):
+        cos, sin = helpers.rope_cos_sin(positions_of(positions), x.shape[-1], scaling=scaling, dtype=d_dtype)
+        if magnitude is not None:
+            r = (cos**2 + sin**2).sqrt()
+            cos, sin = cos / r * magnitude, sin / r * magnitude
+        return helpers.apply_rope(x, cos.to(x.dtype), sin.to(x.dtype), layout="interleaved")
+
+    return rope
+
+
+YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}
+_YARN_FACTOR = float(helpers.rope_frequencies(64, 10000.0, scaling=YARN)[1])
+
+
+@pytest.mark.parametrize(
+    ("name", "rope", "scaling", "finding", "phrases"),
+    [
+        ("positions from 1", _table_rope(lambda p: p + 1), None, "positions", ("off by +1", "counted from 1")),
+        ("positions from 2", _table_rope(lambda p: p + 2), None, "positions", ("off by +2",)),
+        (
+            "integer division",
+            _table_rope(lambda p: torch.div(p, 4, rounding_mode="floor") * 4),
+            {"type": "linear", "factor": 4.0},
+            "positions",
+            ("blocks of 4", "m // 4"),
+        ),
+        (
+            "clamped table",
+            _table_rope(lambda p: p.clamp(max=4095)),
+            None,
+            "precision",
+            ("angles of position 4,095", "cached for 4,096 positions"),
+        ),
+        (
+            "YaRN without its attention factor",
+            _table_rope(lambda p: p, scaling=YARN, magnitude=1.0),
+            YARN,
+            "norm",
+            ("not multiplied by the attention factor",),
+        ),
+        (
+            "YaRN's attention factor twice",
+            _table_rope(lambda p: p, scaling=YARN, magnitude=_YARN_FACTOR**2),
+            YARN,
+            "norm",
+            ("applied twice",),
+        ),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_each_wrong_rope_gets_its_own_cause_once(name, rope, scaling, finding, phrases):
+    report = check_rope(rope, scaling=scaling)
+    fails_with(report, finding, *phrases)
+    assert len(report.failures) == 1, f"{name}: one fault, told once:\n{report}"
+    assert "bfloat16" not in report.diagnosis and "linear scaling" not in report.diagnosis, report.diagnosis
+
+
+def test_an_offset_is_not_read_as_a_scaling_and_a_scaling_is_not_read_as_an_offset():
+    linear = {"type": "linear", "factor": 2.0}
+    plain_for_linear = check_rope(_table_rope(lambda p: p), scaling=linear)  # the scaling ignored
+    fails_with(plain_for_linear, "speeds", "the scaling")
+    assert plain_for_linear.finding("positions").passed
+    scaled = check_rope(_table_rope(lambda p: p.double() / 2.0))  # positions divided in floating point: a scaling
+    fails_with(scaled, "speeds", "linear scaling (position interpolation) by 2")
+
+
+PARTIAL = {"rope_type": "default", "partial_rotary_factor": 0.25}
+
+
+def neox_partial_rope(x, positions, r=16, last=False):
+    """GPT-NeoX's partial rotary as transformers writes it: rotate_half on x[..., :r], the rest passed
+    through (``last=True``: the wrong slice, x[..., -r:])."""
+    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, r, 2, dtype=torch.int64).float() / r))
+    freqs = positions.float()[:, None] * inv_freq[None, :]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+    rot, rest = (x[..., -r:], x[..., :-r]) if last else (x[..., :r], x[..., r:])
+    half = torch.cat((-rot[..., r // 2 :], rot[..., : r // 2]), dim=-1)
+    turned = rot * cos + half * sin
+    return torch.cat((rest, turned), -1) if last else torch.cat((turned, rest), -1)
+
+
+def test_partial_rotary_is_checked_on_its_slice_and_the_wrong_slice_is_named():
+    report = check_rope(neox_partial_rope, scaling=PARTIAL, layout="half")
+    assert report.passed, str(report)
+    assert report.finding("slice").detail.startswith("dimensions 0 to 15 turn and 16 to 63 pass through")
+    fails_with(
+        check_rope(lambda x, p: neox_partial_rope(x, p, last=True), scaling=PARTIAL),
+        "slice",
+        "the last 16 dimensions are rotated instead of the first 16",
+    )
+    fails_with(
+        check_rope(lambda x, p: neox_partial_rope(x, p, r=64), scaling=PARTIAL),
+        "slice",
+        "partial_rotary_factor is ignored",
+    )
+
+    # the slice right, the base wrong: found on the slice, with the slice's own speeds
+    def wrong_base(x, positions):
+        cos, sin = helpers.rope_cos_sin(positions, 16, 500000.0, dtype=x.dtype)
+        return helpers.apply_rope(x, cos, sin, layout="half", rotary_dim=16)
+
+    fails_with(check_rope(wrong_base, scaling=PARTIAL), "speeds", "base 500,000")
+
+
+def test_wrong_slopes_alone_are_one_fault_not_three():
+    def slopes_wrong(H, Tq, Tk):  # 2^-(k+1): the right shape of bias, the wrong slopes
+        m = torch.tensor([2.0 ** (-(k + 1)) for k in range(H)], dtype=torch.float64)[:, None, None]
+        i = torch.arange(Tq)[:, None] + (Tk - Tq)
+        j = torch.arange(Tk)[None, :]
+        return (-m * (i - j).clamp(min=0)).masked_fill(j > i, float("-inf"))
+
+    report = check_alibi(slopes_wrong)
+    fails_with(report, "slopes", "log2 of the slopes is [-1], expected [-8]")
+    assert [f.name for f in report.failures] == ["slopes"], str(report)
+
+    def slopes_wrong_and_top_left(H, Tq, Tk):  # two faults: both reported
+        m = torch.tensor([2.0 ** (-(k + 1)) for k in range(H)], dtype=torch.float64)[:, None, None]
+        i = torch.arange(Tq)[:, None]
+        j = torch.arange(Tk)[None, :]
+        return (-m * (i - j).clamp(min=0)).masked_fill(j > i, float("-inf"))
+
+    both = check_alibi(slopes_wrong_and_top_left)
+    assert {"slopes", "decoding"} <= {f.name for f in both.failures}, str(both)
