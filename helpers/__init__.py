@@ -3,7 +3,8 @@
 Pure functions on tensors; device and dtype follow the input or the ``device=`` / ``dtype=``
 arguments. Each module's docstring gives its notation and conventions.
 
-``import helpers`` loads the maths only (torch, numpy, scipy). The teaching stack is imported on
+``import helpers`` loads the maths only (torch, numpy; SciPy when ``continuous_kernel`` first needs
+its cosine integral). The teaching stack is imported on
 first use: ``helpers.plots`` (matplotlib), ``helpers.widgets`` (ipywidgets), ``helpers.exercises``
 and ``helpers.experiment`` (the training code of notebook 08), so that an engineer who uses the
 encodings pays neither the seconds nor the packages of the figures and sliders (the distribution's

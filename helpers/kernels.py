@@ -18,7 +18,6 @@ import math
 
 import numpy as np
 import torch
-from scipy.special import sici
 
 from ._checks import check_base, check_even_dim, check_float_tensor
 from .sinusoidal import frequencies
@@ -80,6 +79,8 @@ def continuous_kernel(delta, base: float = 10000.0) -> torch.Tensor:
     ``Δ = 0``, tends to 0 as ``|Δ|`` grows.
     Returns a float64 tensor on the CPU (the cosine integral comes from SciPy).
     """
+    from scipy.special import sici  # imported on use: 0.1 s that `import helpers` need not pay
+
     base = check_base("base", base)
     delta = _as_delta(delta)
     x = np.abs(delta.detach().cpu().numpy().astype(np.float64))

@@ -2,7 +2,8 @@
 
 - ``import helpers`` loads the maths only: not matplotlib, ipywidgets or IPython (the teaching
   stack, imported on first use of ``helpers.plots``, ``helpers.widgets``, ``helpers.exercises``),
-  and every name of ``helpers.__all__`` still resolves.
+  nor SciPy (imported by ``continuous_kernel`` when it runs), and every name of ``helpers.__all__``
+  still resolves.
 - The wheel (what ``pip install .`` installs, not the editable install of ``make setup``) holds
   what the package reads: installed into a directory of its own and imported from a working
   directory outside the repository, ``rope_models()`` and ``model_rope()`` give what they give in
@@ -30,7 +31,7 @@ import pytest
 import helpers
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-TEACHING_STACK = ("matplotlib", "ipywidgets", "IPython")
+TEACHING_STACK = ("matplotlib", "ipywidgets", "IPython", "scipy")  # scipy: only continuous_kernel uses it
 
 # Run in a fresh Python: what `import helpers` loaded, then every public name resolved.
 _IMPORT_PROBE = """
