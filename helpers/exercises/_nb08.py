@@ -1,14 +1,15 @@
-"""The exercises of notebook 08 (train short, test long).
+"""The exercises of notebook 08 (train short, test long), in the order the notebook asks them.
 
-08.1 predict: does the learned table hold on "pattern" at 8x? (read from the cached results)
-08.2 the cliff model for another training length, lag and vocabulary: the first test length below 0.4
+08.1 the cliff model for another training length, lag and vocabulary: the first test length below 0.4
+08.2 predict: the learned table on the "pattern" task past L at 8x (read from the cached results)
 08.3 how many RoPE pairs of a Llama-3-like head complete a turn within the training length
-08.4 the share of an ALiBi head's prior weight on the nearest keys (8 heads, with helpers)
-08.5 a function: that share for any slope, query position and number of keys, without alibi_bias
+08.4 a function: the share of an ALiBi head's prior on the k nearest keys, for any slope, without alibi_bias
+08.5 rerun a control at --quick size: do RoPE and RoPE with one turn in L keep "lag" past L?
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 
@@ -19,54 +20,7 @@ from ..alibi import alibi_bias as _alibi_bias
 from ..alibi import alibi_slopes as _alibi_slopes
 from ._core import Exercise, Mistake, register
 
-# ----- 08.1 predict: the learned table on "pattern" at 8x ------------------------------------------
-
-_PREDICT_OPTIONS = ("collapses", "halves", "holds")
-
-
-def _learned_pattern_accuracy(p: dict) -> float:
-    from .. import experiment  # imported on use: it pulls in the training code
-
-    results = experiment.load_results()
-    return float(results["summary"][p["task"]][p["scheme"]][str(p["T"])]["accuracy_mean"])
-
-
-def _predict_expected(p: dict) -> str:
-    accuracy = _learned_pattern_accuracy(p)
-    if accuracy < 0.4:
-        return "collapses"
-    return "halves" if accuracy < 0.9 else "holds"
-
-
-register(
-    Exercise(
-        name="08.1",
-        title="predict: the learned table on 'pattern' at 8x",
-        kind="choice",
-        level=1,
-        predict=True,
-        params={"task": "pattern", "scheme": "learned", "T": 256, "L": 32},
-        options=_PREDICT_OPTIONS,
-        expected=_predict_expected,
-        mistakes=(
-            Mistake(
-                "that is what the table did on 'lag', where the position of the answer is all the model has to "
-                "go on. Ask what a lookup by content needs from the rows past 31, then run the figure below.",
-                option="collapses",
-            ),
-            Mistake(
-                "the rows past 31 are untrained noise on this task too, but ask how much of the answer depends "
-                "on them once the block has been seen; the figure below shows how far the line falls.",
-                option="halves",
-            ),
-        ),
-        hint="the untrained rows are the same as on 'lag'; what differs is what the task asks of them.",
-        explain="A table that knows nothing past 31 only hurts a task that needs to know where it is.",
-    )
-)
-
-
-# ----- 08.2 the cliff model: the first test length below a given accuracy ------------------------
+# ----- 08.1 the cliff model: the first test length below a given accuracy ------------------------
 
 
 def _cliff(
@@ -103,7 +57,7 @@ def _first_below(p: dict, *, notebook: bool = False, **wrong) -> int:
 
 register(
     Exercise(
-        name="08.2",
+        name="08.1",
         title="the cliff model: the first test length below 0.4",
         kind="integer",
         level=1,
@@ -138,6 +92,56 @@ register(
         ),
         hint="write the cliff model's accuracy as a function of T with this run's numbers, then find where it "
         "first drops below the threshold (it only falls as T grows).",
+    )
+)
+
+
+# ----- 08.2 predict: the learned table on "pattern" past L at 8x ---------------------------------
+
+_PREDICT_OPTIONS = ("collapses", "halves", "holds")
+
+
+def _learned_pattern_accuracy(p: dict) -> float:
+    """The mean over seeds of the accuracy past L (positions t >= L only) at length p["T"], cached run."""
+    from .. import experiment  # imported on use: it pulls in the training code
+
+    results = experiment.load_results()
+    return float(results["summary"][p["task"]][p["scheme"]][str(p["T"])]["accuracy_beyond_mean"])
+
+
+def _predict_expected(p: dict) -> str:
+    accuracy = _learned_pattern_accuracy(p)
+    if accuracy < 0.4:
+        return "collapses"
+    return "halves" if accuracy < 0.9 else "holds"
+
+
+register(
+    Exercise(
+        name="08.2",
+        title="predict: the learned table on 'pattern' past L at 8x",
+        kind="choice",
+        level=1,
+        predict=True,
+        params={"task": "pattern", "scheme": "learned", "T": 256, "L": 32},
+        options=_PREDICT_OPTIONS,
+        expected=_predict_expected,
+        mistakes=(
+            Mistake(
+                "a lookup by content would hold if finding 'the token after the earlier copy' needed no position. "
+                "It does: a head has to know which key comes right after which, and past position 31 the rows "
+                "that would tell it are untrained (section 8). Run the figure below.",
+                option="holds",
+            ),
+            Mistake(
+                "the rows past 31 carry almost no position at all (section 8), so ask what is left of the lookup "
+                "when nothing marks which key follows which; the figure below shows how far the line falls.",
+                option="halves",
+            ),
+        ),
+        hint="the untrained rows are the same as on 'lag'; ask what the lookup needs from them once the block "
+        "has moved past position 31.",
+        explain="Past L the table marks no position, and a lookup by content still needs one.",
     )
 )
 
@@ -188,71 +192,7 @@ register(
 )
 
 
-# ----- 08.4 the ALiBi prior near the query, with helpers ---------------------------------------------
-
-
-def _prior_row(n_heads: int, head: int, T: int, *, slopes=None) -> torch.Tensor:
-    """softmax of the last query's ALiBi row, float64, keys 0 .. T-1 (the nearest key last)."""
-    from ..alibi import alibi_slopes
-
-    slope = float((alibi_slopes(n_heads) if slopes is None else slopes)[head])
-    distance = torch.arange(T - 1, -1, -1, dtype=torch.float64)  # (T,): Δ of keys 0 .. T-1
-    return torch.softmax(-slope * distance, dim=-1)
-
-
-def _near_expected(p: dict) -> float:
-    from ..alibi import alibi_bias
-
-    row = alibi_bias(p["n_heads"], p["T"], dtype=torch.float64)[p["head"], -1]  # (T,) the last query's row
-    return torch.softmax(row, dim=-1)[-p["k"] :].sum().item()
-
-
-register(
-    Exercise(
-        name="08.4",
-        title="the ALiBi prior on the nearest keys",
-        kind="number",
-        level=2,
-        sig=3,
-        params={"n_heads": 8, "head": 2, "T": 64, "k": 5},
-        expected=_near_expected,
-        mistakes=(
-            Mistake(
-                "you get by summing the first k entries of the row, or by flipping the sign of the bias (the "
-                "same number): the first entries are the farthest keys, the nearest are at the end of the last "
-                "query's row, and ALiBi subtracts m·Δ.",
-                value=lambda p: _prior_row(p["n_heads"], p["head"], p["T"])[: p["k"]].sum().item(),
-            ),
-            Mistake(
-                "you get with head index 3: index 2 is the third head.",
-                value=lambda p: _prior_row(p["n_heads"], p["head"] + 1, p["T"])[-p["k"] :].sum().item(),
-            ),
-            Mistake(
-                "you get with the second head (index 1): indices count from 0, so index 2 is the third head.",
-                value=lambda p: _prior_row(p["n_heads"], p["head"] - 1, p["T"])[-p["k"] :].sum().item(),
-            ),
-            Mistake(
-                "you get with the 4-head slopes of the notebook's model; this model has 8 heads, and the slopes "
-                "depend on the head count.",
-                value=lambda p: _prior_row(4, p["head"], p["T"])[-p["k"] :].sum().item(),
-            ),
-            Mistake(
-                "you get by skipping the key at offset 0 (the query's own position), which is the nearest key.",
-                value=lambda p: _prior_row(p["n_heads"], p["head"], p["T"])[-p["k"] - 1 : -1].sum().item(),
-            ),
-            Mistake(
-                "you get from the bias without the softmax: the prior weights are normalised over the whole row.",
-                value=lambda p: sum(
-                    math.exp(-float(2.0 ** (-8 * (p["head"] + 1) / p["n_heads"])) * t) for t in range(p["k"])
-                ),
-            ),
-        ),
-        hint="take the last query's row of the head, turn it into weights, and find where the nearest keys sit.",
-    )
-)
-
-
-# ----- 08.5 a function: the prior on the k nearest keys, for any slope ------------------------------
+# ----- 08.4 a function: the prior on the k nearest keys, for any slope ------------------------------
 
 
 def _reference_near_weight(slope, position, k):
@@ -310,7 +250,7 @@ def _near_inputs(rng: np.random.Generator) -> list[dict]:
 
 register(
     Exercise(
-        name="08.5",
+        name="08.4",
         title="the prior on the k nearest keys, for any slope",
         kind="function",
         level=3,
@@ -345,5 +285,73 @@ register(
             ),
         ),
         hint="the query at `position` sees keys at Δ = 0 .. position; compute in float64 and watch slope = 0.",
+    )
+)
+
+
+# ----- 08.5 rerun a control at --quick size ----------------------------------------------------------
+
+_QUICK_OPTIONS = ("both", "only rope_L", "only rope", "neither")
+_QUICK_SCHEMES = ("rope", "rope_L")
+
+
+@functools.lru_cache(maxsize=4)
+def _quick_keeps(task: str, length: int, above: float) -> tuple[bool, bool]:
+    """Train rope and rope_L on ``task`` at QUICK size (one torch thread, on the CPU: about 10 s) and
+    say, for each, whether every seed's accuracy past L at ``length`` is above ``above``.
+
+    Cached: the registry's own tests ask for the answer several times in one process."""
+    from .. import experiment  # imported on use: it pulls in the training code
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the fastest for models this small (make experiment's workers use one each)
+    try:
+        config = experiment.ExperimentConfig(**experiment.QUICK, tasks=(task,), schemes=_QUICK_SCHEMES)
+        results = experiment.run_experiment(config, device="cpu", progress=False, workers=1)
+    finally:
+        torch.set_num_threads(threads)
+    return tuple(
+        all(r["eval"][str(length)]["accuracy_beyond"] > above for r in results["runs"] if r["scheme"] == scheme)
+        for scheme in _QUICK_SCHEMES
+    )
+
+
+def _quick_expected(p: dict) -> str:
+    rope, rope_l = _quick_keeps(p["task"], int(p["length"]), float(p["above"]))
+    return {(True, True): "both", (False, True): "only rope_L", (True, False): "only rope", (False, False): "neither"}[
+        (rope, rope_l)
+    ]
+
+
+register(
+    Exercise(
+        name="08.5",
+        title="rerun a control at quick size: RoPE and RoPE with one turn in L",
+        kind="choice",
+        level=2,
+        params={"task": "lag", "length": 128, "above": 0.9},
+        options=_QUICK_OPTIONS,
+        expected=_quick_expected,
+        mistakes=(
+            Mistake(
+                "RoPE's score depends on the offset alone, so 'look 3 back' does carry over to any position; but a "
+                "query past L also sees keys more than 31 tokens back, at angles that base 10000 never showed in "
+                "training (section 8), and they take weight from the key 3 back. Read each seed's accuracy past L.",
+                option="both",
+            ),
+            Mistake(
+                "look at your run's accuracy at T = 32 first: both learned the task at the training length within "
+                "140 steps; the question is what each keeps past it.",
+                option="neither",
+            ),
+            Mistake(
+                "the smaller base makes the pairs turn faster, and that is exactly why a far key brings each pair "
+                "only angles it already showed within the training offsets (section 9).",
+                option="only rope",
+            ),
+        ),
+        hint="for each scheme, read every seed's accuracy past L at T = 128 in your results['runs'].",
+        explain="What a short run already shows: past L, RoPE fails where its angles are new, not where its "
+        "offsets are.",
     )
 )
