@@ -122,6 +122,10 @@ __all__ = [
     "MOVED_BLOCK_STARTS",
     "one_turn_base",
     "check_config",
+    "CACHED_RESULTS",
+    "CACHED_MODELS",
+    "CACHED_FRESH",
+    "CACHED_LONG",
 ]
 
 SCHEMA_VERSION = 3
@@ -657,7 +661,7 @@ def _environment(device, workers) -> dict:
         "processor": platform.processor() or platform.machine(),
         "device": str(device),
         "workers": workers,
-        "torch_threads_per_worker": 1 if workers > 1 else torch.get_num_threads(),
+        "torch_threads_per_worker": 1 if workers > 1 or str(device).startswith("cpu") else torch.get_num_threads(),
         "cpu_count": os.cpu_count(),
     }
 
@@ -722,6 +726,8 @@ def run_experiment(
             put in it, keyed by ``(task, scheme)``.
         workers: processes that train side by side on a CPU, one torch thread each (default: one
             per core; 1 on a GPU, where the seeds of a group already fill the device together).
+            With one worker on a CPU the groups train in this process, also on one torch thread
+            (its thread count is restored afterwards).
             The groups are independent, so the numbers do not depend on it.
         costs: ``{(task, scheme): member-steps}`` of an earlier run (its ``groups``), to start the
             longest groups first; it changes the order only, never a number.
@@ -741,7 +747,11 @@ def run_experiment(
     load_before = os.getloadavg() if hasattr(os, "getloadavg") else None
     pairs = config.pairs
     keep = set(SAVED_MODELS) if keep_models is not None else set()
-    threads = 1 if workers > 1 else 0
+    # One torch thread per group, in a worker or in this process: tiny matrices gain nothing from
+    # more threads (a busy second thread makes a --quick run several times slower), and one thread
+    # adds in the order the cached run added in. This process's thread count is restored after.
+    threads = 1 if workers > 1 or device.type == "cpu" else 0
+    threads_before = torch.get_num_threads()
     jobs = [(task, scheme, config.to_dict(), str(device), (task, scheme) in keep, threads) for task, scheme in pairs]
     # The longest groups first, so that the workers finish together (the order changes no number):
     # by the training work ``costs`` gives, else by the number of seeds.
@@ -763,8 +773,11 @@ def run_experiment(
         bar.update()
 
     if workers == 1:
-        for i in order:
-            collect(_run_group(jobs[i]))
+        try:
+            for i in order:
+                collect(_run_group(jobs[i]))
+        finally:
+            torch.set_num_threads(threads_before)
     else:
         context = multiprocessing.get_context("spawn")  # a fork would inherit torch's thread pools
         with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
@@ -824,6 +837,9 @@ def run_experiment(
 #: from the package so that a notebook reads them from any working directory.
 CACHED_RESULTS = Path(__file__).resolve().parents[1] / "data" / "extrapolation.json"
 CACHED_MODELS = CACHED_RESULTS.with_name("extrapolation_models.pt")
+#: The two checks' results (``make experiment-checks``): fresh seeds, and the capped groups trained longer.
+CACHED_FRESH = CACHED_RESULTS.with_name("extrapolation_fresh.json")
+CACHED_LONG = CACHED_RESULTS.with_name("extrapolation_long.json")
 
 
 def load_results(path=CACHED_RESULTS) -> dict:

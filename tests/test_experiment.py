@@ -624,16 +624,13 @@ def test_a_rerun_of_a_cached_group_reproduces_the_cache():
     group = min(cached["groups"], key=lambda g: g["member_steps"])
     task, scheme = group["task"], group["scheme"]
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        again = ex.run_experiment(
-            dataclasses.replace(config, tasks=(task,), schemes=(scheme,), controls=()),
-            device="cpu",
-            progress=False,
-            workers=1,
-        )
-    finally:
-        torch.set_num_threads(threads)
+    again = ex.run_experiment(
+        dataclasses.replace(config, tasks=(task,), schemes=(scheme,), controls=()),
+        device="cpu",
+        progress=False,
+        workers=1,
+    )  # one torch thread per group, as each worker of make experiment has
+    assert torch.get_num_threads() == threads  # and this process's setting restored
     before = [r for r in cached["runs"] if (r["task"], r["scheme"]) == (task, scheme)]
     assert [r["steps"] for r in again["runs"]] == [r["steps"] for r in before]
     for new, old in zip(again["runs"], before, strict=True):
