@@ -6,6 +6,7 @@ Each scheme has one colour in every figure of the notebook (``SCHEME_COLORS``).
 
 from __future__ import annotations
 
+import matplotlib.ticker
 import numpy as np
 import torch
 from matplotlib.colors import PowerNorm
@@ -33,8 +34,8 @@ SCHEME_COLORS = {
     "t5": "#9467bd",
     "alibi_8h": "#8fd18f",
     "alibi_x8": "#135e13",
-    "t5_L": "#c9a3e6",
-    "rope_L": "#7fb8e0",
+    "t5_L": "#4a1e7a",
+    "rope_L": "#0b3d6e",
 }
 SCHEME_LABELS = {
     "none": "NoPE",
@@ -195,6 +196,8 @@ def extrapolation_panorama(
             ax.set_xlim(lengths[0] * 0.9 if positions == "all" else lengths[1] * 0.85, lengths[-1] * 1.1)
         for mark in marks:
             mark.set_visible(positions == "all")
+        for ax in axes:
+            ax.set_xlabel(f"evaluation length T ({'characters' if task == 'text' else 'tokens'})")
         for metric in baselines:
             shown_baseline = (
                 task == "text" and ("unigram_loss" if metric == "loss" else "most_common_accuracy") in corpus
@@ -215,7 +218,7 @@ def extrapolation_panorama(
         where = f"positions t >= {train_length} only" if positions == "beyond" else "every scored position"
         scored = "next characters" if task == "text" else "determined tokens"
         labels[0].set_text(f"accuracy on {scored}")
-        labels[1].set_text("cross-entropy (nats per token)")
+        labels[1].set_text(f"cross-entropy (nats per {'character' if task == 'text' else 'token'})")
         title.set_text(
             f"Task: {_TASK_TITLES.get(task, task).format(lag=lag)}. Trained at L = {train_length}, "
             f"tested at 1x-8x L; {where}"
@@ -271,6 +274,13 @@ def loss_curves(results: dict, *, tasks=None, schemes=None) -> Drawing:
                     markerfacecolor=color if run["plateaued"] else "white",
                 )
         ax.set_yscale("log")
+        low, high = ax.get_ylim()
+        if high / low < 20:
+            # A narrow log range (text: 1.2 to 4.6 nats) holds one power of ten or none: label the
+            # ticks between as plain numbers (2, 3, 4), not 2×10⁰.
+            ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+            ax.yaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+            ax.tick_params(axis="y", which="minor", labelsize=7)
         ax.set_xlabel("training step")
         ax.set_title(_TASK_TITLES.get(task, task).format(lag=results["config"].get("lag")), fontsize=10)
         ax.grid(alpha=0.3, which="major")
