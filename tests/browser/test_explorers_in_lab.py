@@ -72,7 +72,10 @@ DONE_JS = """
 () => {
   const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
   if (!panel || !panel.querySelector('.jp-Notebook-ExecutionIndicator[data-status="idle"]')) return false;
-  const prompts = [...panel.querySelectorAll('.jp-CodeCell .jp-InputPrompt')].map((p) => p.textContent);
+  // A cell whose source is folded shows a placeholder with an empty prompt of its own; the cell's
+  // real prompt stays in the page (hidden) and is the one that counts.
+  const prompts = [...panel.querySelectorAll('.jp-CodeCell .jp-InputPrompt:not(.jp-Placeholder-prompt)')]
+    .map((p) => p.textContent);
   if (prompts.length === 0 || prompts.some((p) => p.includes('*'))) return false;
   const failed = panel.querySelector('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]');
   return failed !== null || prompts.every((p) => /\\[\\d+\\]/.test(p));
