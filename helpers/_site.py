@@ -27,6 +27,7 @@ import re
 import shutil
 from pathlib import Path
 
+import markupsafe
 import nbformat
 from nbconvert.filters import markdown2html
 from nbconvert.preprocessors import Preprocessor
@@ -160,7 +161,28 @@ class SitePreprocessor(Preprocessor):
             cell.outputs = outputs
         # Without widget state the page does not load a widget renderer from the network.
         nb.metadata.pop("widgets", None)
+        self._link_stylesheets(resources)
         return nb, resources
+
+    @staticmethod
+    def _link_stylesheets(resources: dict) -> None:
+        """The templates' stylesheets (JupyterLab's is 240 kB) are written once beside the pages and
+        linked, not inlined into every page: the site is smaller and a browser caches them."""
+        inline = resources.get("include_css")
+        if inline is None:
+            return
+        outputs = resources.setdefault("outputs", {})
+
+        def link(name: str) -> markupsafe.Markup:
+            style = str(inline(name))  # '<style type="text/css">\n' + the file + '</style>'
+            opening, closing = '<style type="text/css">\n', "</style>"
+            if not (style.startswith(opening) and style.endswith(closing)):
+                return inline(name)  # another nbconvert: keep its inline style
+            url = f"{ASSETS}/css/{Path(name).name}"
+            outputs[url] = style[len(opening) : -len(closing)].encode("utf-8")
+            return markupsafe.Markup(f'<link rel="stylesheet" type="text/css" href="{url}">')
+
+        resources["include_css"] = link
 
 
 def notebook_entry(path: Path) -> dict:

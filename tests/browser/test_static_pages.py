@@ -241,6 +241,29 @@ def test_formulas_are_typeset_from_the_local_mathjax(built, browser, kind):
         page.page.close()
 
 
+@pytest.mark.parametrize("kind", ["html", "slides"])
+def test_the_pages_are_styled_by_the_stylesheets_beside_them(built, browser, kind):
+    # JupyterLab's 240 kB stylesheet is written once under _static/css and linked from each page; a
+    # page that lost it would show unstyled cells without failing any other test.
+    suffix = ".html" if kind == "html" else ".slides.html"
+    page = Page(browser, built / kind / f"99_a_formula{suffix}")
+    try:
+        inlined = page.page.evaluate(
+            "[...document.querySelectorAll('style')].filter((s) => s.textContent.includes('--jp-layout-color0')).length"
+        )
+        assert inlined == 0, "JupyterLab's stylesheet is inlined in the page"
+        assert any(url.endswith("/_static/css/index.css") for url in page.requests), page.requests
+        variable = page.page.evaluate(
+            "getComputedStyle(document.documentElement).getPropertyValue('--jp-layout-color0').trim()"
+        )
+        assert variable, "JupyterLab's theme variables are not defined: its stylesheet did not load"
+        prompt = page.page.locator(".jp-InputPrompt").first
+        assert prompt.evaluate("(e) => getComputedStyle(e).fontFamily").strip(), "the prompt is unstyled"
+        assert not page.failures(), page.failures()
+    finally:
+        page.page.close()
+
+
 def test_the_site_stays_within_its_budget(built):
     site = [path for path in (built / "html").rglob("*") if path.is_file()]
     size = sum(path.stat().st_size for path in site if "99_a_formula" not in str(path))  # the test's own page aside
