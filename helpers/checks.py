@@ -73,8 +73,13 @@ class Finding:
     name: str
     passed: bool
     detail: str
+    #: For a failure caused by another finding's fault: that finding's name (the report counts the
+    #: fault once, under that finding, and lists this one as folded into it).
+    folded_into: str = ""
 
     def __str__(self) -> str:
+        if self.folded_into:
+            return f"FAIL {self.name}: also fails, from the fault the {self.folded_into} finding names"
         return f"{'ok  ' if self.passed else 'FAIL'} {self.name}: {self.detail}"
 
 
@@ -85,10 +90,12 @@ class CheckReport:
     name: str
     findings: tuple[Finding, ...]
     skipped: tuple[str, ...] = ()
+    #: Failures explained by another finding's fault (``Finding.folded_into``): not counted again.
+    folded: tuple[Finding, ...] = ()
 
     @property
     def passed(self) -> bool:
-        return all(f.passed for f in self.findings)
+        return all(f.passed for f in self.findings) and not self.folded
 
     @property
     def failures(self) -> tuple[Finding, ...]:
@@ -101,7 +108,9 @@ class CheckReport:
         if self.passed:
             return f"{self.name}: passed ({names})"
         failed = ", ".join(f.name for f in self.failures)
-        held = f"{len(self.findings) - len(self.failures)} of {len(self.findings)} held"
+        held = f"{len(self.findings) - len(self.failures)} of {len(self.findings) + len(self.folded)} held"
+        for f in self.folded:
+            held += f"; {f.name} fails too, from the same fault"
         if self.skipped:
             held += f"; not checked: {', '.join(self.skipped)}"
         return f"{self.name}: FAILED on {failed} ({held})"
@@ -112,8 +121,8 @@ class CheckReport:
         return self.failures[0].detail if self.failures else ""
 
     def finding(self, name: str) -> Finding:
-        """The finding of the property ``name`` (for example ``"layout"``)."""
-        for f in self.findings:
+        """The finding of the property ``name`` (for example ``"layout"``), a folded one included."""
+        for f in (*self.findings, *self.folded):
             if f.name == name:
                 return f
         raise KeyError(f"name={name!r}: this report has {[f.name for f in self.findings]}")
@@ -125,7 +134,7 @@ class CheckReport:
         return self
 
     def __str__(self) -> str:
-        lines = [self.verdict, *(f"  {f}" for f in self.findings)]
+        lines = [self.verdict, *(f"  {f}" for f in self.findings), *(f"  {f}" for f in self.folded)]
         if self.skipped:
             lines.append(f"  (not checked: {', '.join(self.skipped)}: an earlier failure makes them meaningless)")
         return "\n".join(lines)
@@ -137,8 +146,10 @@ class CheckReport:
 def _report(name: str, findings, properties: tuple[str, ...]) -> CheckReport:
     """A report whose ``skipped`` lists the detector's properties that no finding covers."""
     findings = tuple(findings)
-    seen = {f.name for f in findings}
-    return CheckReport(name, findings, tuple(p for p in properties if p not in seen))
+    folded = tuple(f for f in findings if f.folded_into)
+    findings = tuple(f for f in findings if not f.folded_into)
+    seen = {f.name for f in findings} | {f.name for f in folded}
+    return CheckReport(name, findings, tuple(p for p in properties if p not in seen), folded)
 
 
 class _Bad(Exception):
@@ -244,10 +255,17 @@ def _pair_index(layout: str, d: int) -> list[tuple[int, int]]:
     return [(2 * i, 2 * i + 1) for i in range(h)] if layout == "interleaved" else [(i, i + h) for i in range(h)]
 
 
-def _speed_story(speed: torch.Tensor, d: int, base: float, scaling, theta: torch.Tensor) -> str:
+def _speed_story(speed: torch.Tensor, d: int, base: float, scaling, theta: torch.Tensor, full_width=None) -> str:
     """What a set of measured speeds most likely is, in words (empty when nothing fits)."""
     close = lambda a, b: bool(torch.allclose(a, b, rtol=2e-3, atol=1e-9))  # noqa: E731
     ratio = speed / theta
+    if full_width is not None:
+        over_full = rope_frequencies(full_width, base, scaling=scaling)[0][: speed.shape[0]]  # b^(-2i/d), i < r/2
+        if close(speed, over_full):
+            return (
+                f"the speeds are b^(-2i/d) over the whole head, d = {full_width}, where partial rotary uses the "
+                f"rotated width: b^(-2i/r) with r = {d}."
+            )
     if close(speed, -theta):
         return "every pair turns backwards (sin with the wrong sign: R_(-m) instead of R_m)."
     plain = rope_frequencies(d, base)[0]
@@ -325,14 +343,37 @@ def _effective_positions(cos: torch.Tensor, sin: torch.Tensor, theta: torch.Tens
     return p
 
 
-def _one_fault(findings: list, fault: Finding) -> list:
-    """``findings`` with ``fault`` added and the relative finding's failure folded into it: an offset,
-    integer steps or a clamped table also break the relative property, and one fault is told once."""
-    folded = [f for f in findings if f.name == "relative" and not f.passed]
-    kept = [f for f in findings if not (f.name == "relative" and not f.passed)]
-    if folded:
-        fault = Finding(fault.name, False, fault.detail + " (It also makes the score depend on m, not only on n - m.)")
-    return [*kept, fault]
+def _low_precision_explains(got_cos, got_sin, probe, theta, rows) -> bool:
+    """Whether the tables at the probed positions ``rows`` are those of an angle formed in a low
+    precision: positions, speeds or their product rounded to bfloat16 or float16 (the float16
+    range ends at 65,504, beyond which it cannot hold a position)."""
+    m = probe[rows].double()[:, None]  # (P, 1)
+    got = torch.atan2(got_sin[rows], got_cos[rows])  # (P, d/2)
+    for dt in (torch.bfloat16, torch.float16):
+
+        def r(t, dt=dt):
+            return t.to(dt).double()
+
+        for angle in (r(m) * theta, m * r(theta), r(m) * r(theta), r(r(m) * r(theta))):
+            gap = torch.remainder(got - angle + math.pi, 2 * math.pi) - math.pi
+            if bool(torch.isfinite(angle).all()) and float(gap.abs().max()) < 0.02:
+                return True
+    return False
+
+
+def _one_fault(findings: list, fault: Finding | None, names=("relative",), into: str | None = None) -> list:
+    """``findings`` with ``fault`` added and the failures of ``names`` folded into it (or into the
+    finding ``into``): an offset, integer steps, a clamped table or low precision also break the
+    relative property, a broken rotation breaks the norm too, and one fault is told once."""
+    target = into or fault.name
+    out = []
+    for f in findings:
+        if f.name in names and not f.passed and not f.folded_into:
+            f = Finding(f.name, False, f.detail, folded_into=target)
+        out.append(f)
+    if fault is not None:
+        out.append(fault)
+    return out
 
 
 def _position_story(p: torch.Tensor, m: torch.Tensor, tol: float) -> str:
@@ -350,6 +391,18 @@ def _position_story(p: torch.Tensor, m: torch.Tensor, tol: float) -> str:
             f"{abs(k)}, positions counted from {start} instead of 0. The speeds are right; the positions "
             "passed to the table are not."
         )
+    near = lambda a, b: bool(((a - b).abs() <= tol).all())  # noqa: E731
+    for n in range(2, int(m[-1]) + 1):  # a table of n rows, clamped to its last one, or indexed modulo n
+        if near(p, m.clamp(max=n - 1)):
+            return (
+                f"from position {n} on every position gets the angles of position {n - 1}: the tables stop there "
+                f"(a table of {n} positions indexed with positions clamped to its last row)."
+            )
+        if near(p, torch.remainder(m, n)):
+            return (
+                f"position m gets the angles of m mod {n}: the tables wrap around after {n} positions (a table of "
+                f"{n} rows indexed modulo its length)."
+            )
     changes = (p[1:] - p[:-1]).abs() > tol  # (P - 1,)
     if bool(changes.any()) and not bool(changes.all()) and int(m[0]) == 0:
         step = int(changes.nonzero()[0]) + 1  # the first position whose angle differs from position 0's
@@ -360,6 +413,13 @@ def _position_story(p: torch.Tensor, m: torch.Tensor, tol: float) -> str:
                 f"positions come in blocks of {step} that share one angle (positions 0 to {step - 1} are all "
                 f"read as {_num(p[0])}): the positions are divided in integer arithmetic (m // {step}) instead "
                 f"of scaled in floating point (m / {step})."
+            )
+        if bool((p[1:] - p[:-1] >= -tol).all()):  # non-decreasing, in runs of unequal length
+            runs = torch.unique_consecutive(torch.round(p / tol), return_counts=True)[1][:-1]  # the last may be cut
+            return (
+                f"positions come in runs of {int(runs.min())} to {int(runs.max())} that share one angle: the "
+                "positions are rounded down (a floor or an integer division) before the tables, instead of scaled "
+                "in floating point."
             )
     return ""
 
@@ -429,7 +489,19 @@ def check_rope(
             inner = {k: v for k, v in scaling.items() if k != "partial_rotary_factor"}
             scaling = inner or None
             rope_fn = _first_dims(rope_fn, d, r)
-        findings += _rope_findings(rope_fn, r, base, scaling, layout, max_position, dtype, device, theta, factor)
+        findings += _rope_findings(
+            rope_fn,
+            r,
+            base,
+            scaling,
+            layout,
+            max_position,
+            dtype,
+            device,
+            theta,
+            factor,
+            full_width=d if r < d else None,
+        )
     except _Bad as bad:
         finding = bad.finding
         if "IndexError" in finding.detail:
@@ -506,7 +578,7 @@ def _positions_text(positions: torch.Tensor) -> str:
     return f"[{values[0]}, {values[1]}, ..., {values[-1]}] ({len(values)} of them)"
 
 
-def _rope_findings(rope_fn, d, base, scaling, layout, max_position, dtype, device, theta, factor):
+def _rope_findings(rope_fn, d, base, scaling, layout, max_position, dtype, device, theta, factor, full_width=None):
     h = d // 2
     eps = _eps(dtype)
     gen = torch.Generator().manual_seed(0)
@@ -711,7 +783,9 @@ def _rope_findings(rope_fn, d, base, scaling, layout, max_position, dtype, devic
     else:
         findings.append(Finding("layout", True, f"pairs {_pairs_text(pairs)}: {_LAYOUT_NAMES[found]}"))
 
-    if not rotation_ok or found is None:
+    if not rotation_ok:
+        return _one_fault(findings, None, names=("norm", "relative"), into="rotation")  # consequences of it
+    if found is None:
         return findings
     index = _pair_index(found, d)
     # Which positions the table was built for: an offset or integer steps would otherwise read as a
@@ -737,19 +811,25 @@ def _rope_findings(rope_fn, d, base, scaling, layout, max_position, dtype, devic
                 f"pair {i} turns {_num(pair_speed[i])} rad per token, helpers says {_num(theta[i])}: every speed is "
                 f"within 1% but off by up to {_num(100 * float(((pair_speed - theta).abs() / theta).max()))}%, as if "
                 "rounded to a low precision (bfloat16 keeps 8 significant bits, steps of up to 0.8%): after a "
-                "thousand tokens such a pair is off by radians. Keep the speeds (inv_freq) in float32 or float64.",
+                "thousand tokens such a pair is off by radians. Keep the speeds (inv_freq) in float32 or float64 "
+                "(a model cast with .to(torch.bfloat16) casts its inv_freq buffer too) and form the angle m θ in "
+                "float32 or float64.",
             )
         )
     elif bool(wrong.any()):
         i = int(wrong.nonzero()[min(5, int(wrong.sum()) - 1)])  # a pair a few in, where speeds are distinct
         kind = scaling.get("type", scaling.get("rope_type")) if isinstance(scaling, dict) else None
         said = "helpers" + (f" (base {base:,.0f})" if scaling is None else f" (base {base:,.0f}, scaling {kind})")
-        story = _capital(_speed_story(pair_speed, d, base, scaling, theta))
+        story = _capital(_speed_story(pair_speed, d, base, scaling, theta, full_width))
+        if "is ignored" in story:
+            findings = _one_fault(findings, None, names=("norm",), into="speeds")  # no attention factor either
         findings.append(
             Finding(
                 "speeds",
                 False,
-                f"pair {i} turns {_num(pair_speed[i])} rad per token; {said} says {_num(theta[i])}. {story}".strip(),
+                f"{int(wrong.sum())} of {h} pairs turn at another speed, the first pair {int(wrong.nonzero()[0])}; "
+                f"for example pair {i} turns {_num(pair_speed[i])} rad per token, where {said} says "
+                f"{_num(theta[i])}. {story}".strip(),
             )
         )
         return findings
@@ -792,20 +872,52 @@ def _rope_findings(rope_fn, d, base, scaling, layout, max_position, dtype, devic
                     Finding(
                         "precision",
                         False,
-                        f"from position {int(probe[at]):,} on (the last right one probed: {last:,}) every position "
-                        f"gets the angles of position {n:,}: the tables stop there, as a table cached for "
+                        f"from the probed position {int(probe[at]):,} on (the last right one probed: {last:,}) "
+                        f"every position gets the angles of position {n:,}: the tables stop there, as a table cached "
+                        "for "
                         f"{n + 1:,} positions and indexed with positions clamped to its last row would. Build the "
                         "table for the longest position used, or compute it from the positions.",
                     ),
                 )
+        for n in sorted({int(round(float(pp - ll))) for pp, ll in zip(probe[over][:3], late[:3], strict=False)}):
+            if n < 2:
+                continue
+            wraps = torch.remainder(probe[over].double(), n)
+            if bool(((late - wraps).abs() < 0.05).all()):
+                return _one_fault(
+                    findings,
+                    Finding(
+                        "precision",
+                        False,
+                        f"from the probed position {int(probe[at]):,} on, position m gets the angles of m mod {n:,}: "
+                        f"the tables wrap around after {n:,} positions (a table of {n:,} rows indexed modulo its "
+                        "length). Build it for the longest position used, or compute it from the positions.",
+                    ),
+                )
+        if not _low_precision_explains(got_cos, got_sin, probe, theta, over):
+            k = 0
+            return _one_fault(
+                findings,
+                Finding(
+                    "precision",
+                    False,
+                    f"the tables differ from helpers' from the probed position {int(probe[over][k]):,} on (angle "
+                    f"error {_num(error[over][k])} rad there), and neither an angle formed in bfloat16 or float16 "
+                    "(positions, speeds or their product rounded) nor a table that stops or wraps gives these "
+                    "tables: the check does not recognise this fault.",
+                ),
+            )
         low = Finding(
             "precision",
             False,
-            f"the tables first exceed the tolerance at position {int(probe[at]):,} (angle error "
+            f"the tables first exceed the tolerance at the probed position {int(probe[at]):,} (angle error "
             f"{_num(error[at])} rad, tolerance {_num(tol[at])}); at position {int(probe[worst]):,} the error is "
             f"{_num(error[worst])}. The angle m θ is formed in too low a precision (bfloat16 or float16 "
             "positions or speeds): form it in float32 or float64 and cast only the cos and sin.",
         )
+        if any(f.name == "speeds" and not f.passed for f in findings):  # rounded speeds: the same fault
+            low = Finding("precision", False, low.detail, folded_into="speeds")
+            return _one_fault(findings, low, into="speeds")
         if rel_problem is not None and rel_problem[0] >= int(probe[at]):
             return _one_fault(findings, low)  # the relative failure, further out, is this one
         findings.append(low)
@@ -956,7 +1068,25 @@ def _alibi_findings(bias_fn, max_heads, T):
         powers = [w for w in wrong if w[0] & (w[0] - 1) == 0]
         first = wrong[0]
         H, slope, want, got, ref = first
-        if not torch.allclose(slope, want, rtol=1e-3):
+        rounded_to = next(
+            (
+                name
+                for name, dt in (("bfloat16", torch.bfloat16), ("float16", torch.float16))
+                if all(torch.allclose(w[1], w[2].to(dt).double(), rtol=1e-4) for w in wrong)
+            ),
+            None,
+        )
+        flipped = bool((slope < 0).all()) and torch.allclose(-slope, want, rtol=1e-3)
+        if flipped:
+            text = "the slopes are right in size but negative: the same fault as the sign finding."
+        elif rounded_to is not None:
+            worst = max(float(((w[1] - w[2]) / w[2]).abs().max()) for w in wrong)
+            text = (
+                f"wrong for {len(wrong)} of {max_heads} head counts, each slope off by up to {_num(100 * worst)}%: "
+                f"they are the reference slopes rounded to {rounded_to} (keep the slopes in float32 and cast the "
+                "bias, not the slopes)."
+            )
+        elif not torch.allclose(slope, want, rtol=1e-3):
             text = (
                 f"wrong for {len(wrong)} of {max_heads} head counts"
                 + ("" if powers else ", right for every power of two")
@@ -982,7 +1112,10 @@ def _alibi_findings(bias_fn, max_heads, T):
                 f"the slopes are right but the bias is not linear in the distance: H = {H}, head {h}, query {i}, "
                 f"key {j} has {_num(got[h, i, j])}, expected {_num(ref[h, i, j])}."
             )
-        findings.append(Finding("slopes", False, text))
+        if flipped and any(f.name == "sign" and not f.passed for f in findings):
+            findings.append(Finding("slopes", False, text, folded_into="sign"))
+        else:
+            findings.append(Finding("slopes", False, text))
 
     # Decoding and alignment are judged against the implementation's own full pass (Tq = Tk), so
     # that wrong slopes, already reported, are not reported again as wrong decoding and alignment.
@@ -1207,6 +1340,9 @@ def check_cached_decoding(
             apply_rope(q.double(), cos_1, sin_1, layout=layout, positions=shifted),
             apply_rope(k.double(), cos_1, sin_1, layout=layout, positions=shifted),
         )
+    # Hypothesis 6: the other layout (a half-layout step checked as interleaved, or the reverse).
+    other = "half" if layout == "interleaved" else "interleaved"
+    other_layout = full(apply_rope(q.double(), cos, sin, layout=other), apply_rope(k.double(), cos, sin, layout=other))
     # Hypothesis 5: the values rotated too (RoPE belongs to queries and keys only).
     v_rotated = full(q_rot, k_rot, values=apply_rope(v.double(), cos, sin, layout=layout))
 
@@ -1234,11 +1370,20 @@ def check_cached_decoding(
         diff = float((out - reference[s:e]).abs().max())
         if diff > tol:
             text = (
-                f"step {step} ({e - s} new token{'s' if e - s > 1 else ''} at positions {s}..{e - 1}, {s} cached) "
+                f"step {step} (the prompt is step 0; {e - s} new token{'s' if e - s > 1 else ''} at "
+                f"{f'positions {s}..{e - 1}' if e - s > 1 else f'position {s}'}, {s} cached) "
                 f"differs from the full pass by up to {_num(diff)} (tolerance {_num(tol)})."
             )
             got = torch.cat(got_all)
-            if torch.allclose(got, no_offset[:e], rtol=0, atol=tol):
+            if step == 0:
+                text += " The prompt alone already differs, with nothing cached: the fault is not in the cache."
+            if torch.allclose(got, other_layout[:e], rtol=0, atol=tol):
+                text += (
+                    f" It matches the full pass with the {other} layout: step_fn rotates pairs "
+                    f"{'(x_i, x_i+d/2)' if other == 'half' else '(x_2i, x_2i+1)'}; pass layout={other!r} if that is "
+                    "what the model was trained with."
+                )
+            elif torch.allclose(got, no_offset[:e], rtol=0, atol=tol):
                 text += (
                     " It matches rotating every step from position 0: the new tokens must be rotated at their "
                     "absolute positions, the number of cached tokens onwards (apply_rope(..., positions=offset))."

@@ -165,15 +165,18 @@ def test_bfloat16_angles_are_caught_with_the_first_position_named():
 
     for dtype in (torch.float32, torch.bfloat16):
         report = check_rope(bf16_angles, layout="half", dtype=dtype)
-        fails_with(report, "precision", "first exceed the tolerance at position", "too low a precision", "depend on m")
-        assert "relative" in report.skipped  # one fault, told once: its relative failure is folded in
+        fails_with(report, "precision", "first exceed the tolerance at the probed position", "too low a precision")
+        # one fault, told once: in bfloat16 the relative failure is folded into precision; in float32 the
+        # rounded speeds are the fault, and relative and precision are folded into it
+        expected = ["relative"] if dtype == torch.bfloat16 else ["relative", "precision"]
+        assert [f.name for f in report.folded] == expected, str(report)
     # In float32 the speeds themselves are seen to be rounded (bfloat16 inv_freq), wrong from position 1 on.
     report = check_rope(bf16_angles, layout="half")
     fails_with(report, "speeds", "within 1%", "rounded to a low precision")
-    fails_with(report, "precision", "first exceed the tolerance at position 1 ")
+    assert [(f.name, f.folded_into) for f in report.folded] == [("relative", "speeds"), ("precision", "speeds")]
     # Against bfloat16 tolerances the speeds pass, and the tables fail a few dozen positions in.
     detail = check_rope(bf16_angles, layout="half", dtype=torch.bfloat16).finding("precision").detail
-    position = int(detail.split("at position ")[1].split(" ")[0])
+    position = int(detail.split("at the probed position ")[1].split(" ")[0].replace(",", ""))
     assert 8 <= position <= 100, detail
 
 
@@ -410,7 +413,7 @@ def test_cached_decoding_right_passes_and_the_two_known_faults_are_named():
     fails_with(
         check_cached_decoding(cached_step(offset=False)),
         "cache",
-        "step 1 (3 new tokens at positions 5..7, 5 cached)",
+        "step 1 (the prompt is step 0; 3 new tokens at positions 5..7, 5 cached)",
         "rotating every step from position 0",
     )
     fails_with(check_cached_decoding(cached_step(sdpa_top_left=True)), "cache", "causal mask aligned top-left")
@@ -430,7 +433,9 @@ def test_cached_decoding_right_passes_and_the_two_known_faults_are_named():
         values = torch.cat((values, v))
         return helpers.attention(helpers.apply_rope(q, cos, sin), keys, values, causal=True)[0], (keys, values)
 
-    fails_with(check_cached_decoding(memoized), "cache", "step 3 (1 new token at positions 9..9", "memoized")
+    fails_with(
+        check_cached_decoding(memoized), "cache", "step 3 (the prompt is step 0; 1 new token at position 9,", "memoized"
+    )
     fails_with(check_cached_decoding(cached_step(layout="half")), "cache", "step 0")
     fails_with(check_cached_decoding(lambda q, k, v, cache: q), "output", "expected a tuple (output, cache)")
 
@@ -738,3 +743,69 @@ def test_wrong_slopes_alone_are_one_fault_not_three():
 
     both = check_alibi(slopes_wrong_and_top_left)
     assert {"slopes", "decoding"} <= {f.name for f in both.failures}, str(both)
+
+
+@pytest.mark.parametrize(
+    ("name", "rope", "scaling", "finding", "phrases"),
+    [
+        ("table wraps at 4,096", _table_rope(lambda p: p % 4096), None, "precision", ("m mod 4,096", "wrap around")),
+        ("table wraps at 40", _table_rope(lambda p: p % 40), None, "positions", ("m mod 40",)),
+        ("table stops at 16", _table_rope(lambda p: p.clamp(max=15)), None, "positions", ("angles of position 15",)),
+        (
+            "floor by 2.5",
+            _table_rope(lambda p: torch.floor(p / 2.5) * 2.5),
+            {"type": "linear", "factor": 2.5},
+            "positions",
+            ("runs of 2 to 3", "rounded down"),
+        ),
+        ("YaRN ignored", _table_rope(lambda p: p), YARN, "speeds", ("is ignored",)),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_more_wrong_ropes_get_their_own_cause_once(name, rope, scaling, finding, phrases):
+    report = check_rope(rope, scaling=scaling)
+    fails_with(report, finding, *phrases)
+    assert len(report.failures) == 1, f"{name}: one fault, told once:\n{report}"
+    assert "bfloat16" not in report.diagnosis, report.diagnosis
+
+
+def test_an_unrecognised_table_error_is_said_to_be_unrecognised():
+    def scrambled(x, positions):  # exact angles, but position 5000 and beyond get a random fixed turn
+        cos, sin = helpers.rope_cos_sin(positions, x.shape[-1], dtype=torch.float64)
+        far = (positions >= 5000)[:, None]
+        cos, sin = torch.where(far, cos.roll(3, dims=-1), cos), torch.where(far, sin.roll(3, dims=-1), sin)
+        return helpers.apply_rope(x, cos.to(x.dtype), sin.to(x.dtype), layout="interleaved")
+
+    report = check_rope(scrambled)
+    assert not report.passed
+    fails_with(report, "precision", "from the probed position 5,151 on", "the check does not recognise this fault")
+
+
+def test_partial_rotary_speeds_over_the_whole_head_are_named():
+    def over_d(x, positions):
+        cos, sin = helpers.rope_cos_sin(positions, 64, dtype=x.dtype)
+        return helpers.apply_rope(x, cos[:, :8], sin[:, :8], layout="half", rotary_dim=16)
+
+    fails_with(check_rope(over_d, scaling=PARTIAL), "speeds", "over the whole head, d = 64", "r = 16")
+
+
+def test_alibi_slopes_rounded_or_negated_are_named_once():
+    def bias(slopes):
+        def fn(H, Tq, Tk):
+            m = slopes(H)[:, None, None]
+            i = torch.arange(Tq)[:, None] + (Tk - Tq)
+            j = torch.arange(Tk)[None, :]
+            return (-m * (i - j).clamp(min=0)).masked_fill(j > i, float("-inf"))
+
+        return fn
+
+    rounded = check_alibi(bias(lambda H: helpers.alibi_slopes(H).to(torch.bfloat16).double()))
+    fails_with(rounded, "slopes", "rounded to bfloat16")
+    negated = check_alibi(bias(lambda H: -helpers.alibi_slopes(H).double()))
+    fails_with(negated, "sign", "The sign is flipped")
+    assert [f.name for f in negated.failures] == ["sign"] and [f.name for f in negated.folded] == ["slopes"]
+
+
+def test_a_step_in_the_other_layout_is_named_and_step_0_is_not_blamed_on_the_cache():
+    detail = check_cached_decoding(cached_step(layout="half")).diagnosis
+    assert "The prompt alone already differs" in detail and "with the half layout" in detail
