@@ -14,10 +14,21 @@ from ._experiment_tasks import pattern_batch
 
 def pattern_probe(config, *, period: int = 7, seed: int = 3) -> torch.Tensor:
     """One "pattern" sequence of ``4 L + 1`` tokens, a block of ``period`` distinct tokens repeated,
-    int64 ``(4 L + 1,)``: what notebook 08 reads the trained models' attention on."""
+    int64 ``(4 L + 1,)``: what notebook 08 reads the trained models' attention on.
+
+    One of the sequences training draws, with a prefix of length 0: the block's tokens come from the
+    ids training uses for blocks, never from the ``config.noise_tokens`` ids it uses only for noise.
+    """
     generator = torch.Generator().manual_seed(seed)
     tokens, _, _ = pattern_batch(
-        1, 4 * config.train_length + 1, vocab=config.vocab, min_period=period, max_period=period, generator=generator
+        1,
+        4 * config.train_length + 1,
+        vocab=config.vocab,
+        min_period=period,
+        max_period=period,
+        noise=config.noise_tokens,
+        prefix=0,
+        generator=generator,
     )
     return tokens[0]
 

@@ -659,6 +659,9 @@ def _environment(device, workers) -> dict:
         "matplotlib": matplotlib.__version__,
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
+        # Which of torch's CPU kernels ran (AVX2, AVX512, ...): another kind rounds differently, and a
+        # rerun reproduces the file's scores to the last digits only on the same kind.
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "device": str(device),
         "workers": workers,
         "torch_threads_per_worker": 1 if workers > 1 or str(device).startswith("cpu") else torch.get_num_threads(),

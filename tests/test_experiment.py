@@ -618,7 +618,12 @@ def test_a_seed_in_the_ensemble_starts_on_the_path_it_follows_alone(task):
 @pytest.mark.slow
 def test_a_rerun_of_a_cached_group_reproduces_the_cache():
     """The cheapest group of the committed run, trained again as ``make experiment`` trains it
-    (one torch thread, as each worker does): the same stops, and the same scores to 1e-4."""
+    (one torch thread, as each worker does): the same stops, and the same scores to 1e-4 where the
+    rerun uses the torch version and the kind of CPU kernels (AVX2, AVX512, ...) that the file
+    records. On other kernels float32 sums round differently and the paths part late in training:
+    the stops and the scores at the training length still agree (to 0.01), but past it, where a
+    broken scheme's scores hang on every bit of its weights, they do not (seen: 0.3 nats at 2L for
+    sinusoidal on "lag", AVX2 against the file's run), so they are compared only on the same path."""
     cached = ex.load_results()
     config = ex.ExperimentConfig.from_dict(cached["config"])
     group = min(cached["groups"], key=lambda g: g["member_steps"])
@@ -633,11 +638,27 @@ def test_a_rerun_of_a_cached_group_reproduces_the_cache():
     assert torch.get_num_threads() == threads  # and this process's setting restored
     before = [r for r in cached["runs"] if (r["task"], r["scheme"]) == (task, scheme)]
     assert [r["steps"] for r in again["runs"]] == [r["steps"] for r in before]
+    recorded = cached["environment"]
+    same_path = (recorded.get("torch"), recorded.get("cpu_capability")) == (
+        torch.__version__,
+        torch.backends.cpu.get_cpu_capability(),
+    )
+    compared = 0
     for new, old in zip(again["runs"], before, strict=True):
         for length, row in old["eval"].items():
+            if int(length) > config.train_length and not same_path:
+                continue
             for metric, value in row.items():
                 if value is not None:
-                    assert new["eval"][length][metric] == pytest.approx(value, abs=1e-4), (task, scheme, length, metric)
+                    tolerance = 1e-4 if same_path else 1e-2
+                    assert new["eval"][length][metric] == pytest.approx(value, abs=tolerance), (
+                        task,
+                        scheme,
+                        length,
+                        metric,
+                    )
+                    compared += 1
+    assert compared >= 2 * len(before)
 
 
 def test_worker_processes_give_the_same_numbers():
@@ -878,6 +899,9 @@ def test_answer_weights_match_a_query_by_query_count_on_the_cached_models():
     tokens = ex.pattern_probe(config, period=5, seed=1)
     assert tokens.shape == (4 * config.train_length + 1,) and tokens.dtype == torch.int64
     assert torch.equal(tokens[5:10], tokens[:5]) and len(set(tokens[:5].tolist())) == 5  # a block repeated
+    for seed in range(20):  # block ids only: training never put a noise id in a block
+        probe = ex.pattern_probe(config, period=7, seed=seed)
+        assert int(probe.max()) < config.vocab - config.noise_tokens, (seed, probe[:7].tolist())
     model = models[("pattern", "rope")]
     length, period = 24, 5
     got = ex.answer_weights(model, tokens, length, period)
