@@ -79,8 +79,13 @@ def _slowed_by_sleep(reference_s: float):
 
 
 def _rebuilt_every_step():
+    """The extrapolation explorer with every step laid out and drawn in full: 0.9 to 1.2 x the
+    reference against a budget of 0.18. (Not one_clock: its whole figure is light enough that a full
+    redraw under matplotlib 3.10 measures 0.60 to 0.64 x the reference, at its budget of 0.60, the
+    50 ms goal: the gate rightly lets that pass, and this test failed in CI when it used it.)"""
+
     def factory():
-        explorer = helpers.widgets.one_clock_explorer()
+        explorer = helpers.widgets.extrapolation_explorer()
         update = explorer.drawing._update
 
         def full(**params):
@@ -97,7 +102,7 @@ def test_the_gate_fails_an_explorer_slowed_on_purpose(reference):
     reference_s = float(np.median([reference.frame() for _ in range(3)]))
     ok, message = _within_budget("one_clock_explorer", _slowed_by_sleep(reference_s), reference)
     assert not ok and "OVER" in message, message
-    ok, message = _within_budget("one_clock_explorer", _rebuilt_every_step(), reference)
+    ok, message = _within_budget("extrapolation_explorer", _rebuilt_every_step(), reference)
     assert not ok and "OVER" in message, message
 
 
