@@ -43,7 +43,7 @@ class _Block(nn.Module):
         q, k, v = (z.view(b, t, h, d // h).transpose(1, 2) for z in (q, k, v))  # (B, H, T, dh)
         if rope is not None:
             cos, sin = rope  # (T, dh/2) each
-            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+            q, k = apply_rope(q, cos, sin, layout="interleaved"), apply_rope(k, cos, sin, layout="interleaved")
         out, weights = attention(q, k, v, bias=bias, causal=True, need_weights=need_weights)  # (B, H, T, dh)
         out = out.transpose(1, 2).reshape(b, t, d)  # (B, H, T, dh) -> (B, T, d)
         x = x + self.proj(out)
@@ -295,7 +295,7 @@ class TinyEnsemble(nn.Module):
             q, k, v = self._linear(self._norm(x, name + ".ln1"), name + ".qkv").split(d, dim=-1)  # (E, B, T, d)
             q, k, v = (z.view(n, b, t, h, d // h).transpose(2, 3) for z in (q, k, v))  # (E, B, H, T, dh)
             if rope is not None:
-                q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+                q, k = apply_rope(q, *rope, layout="interleaved"), apply_rope(k, *rope, layout="interleaved")
             if bias is None or bias.dim() == 3:  # fold members into the batch: torch's fused kernels take 4-D
                 out, _ = attention(
                     *(z.reshape(n * b, h, t, d // h) for z in (q, k, v)), bias=bias, causal=True, need_weights=False

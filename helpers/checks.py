@@ -30,6 +30,8 @@ The detectors and the bugs they catch:
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 from dataclasses import dataclass
 
@@ -454,6 +456,13 @@ def check_rope(
         device: where ``x`` and ``positions`` are created (default the CPU), for an implementation
             that runs on an accelerator; what it returns is compared on the CPU in float64.
 
+    A base that the implementation ignores is invisible at the base it ignores it for (an
+    implementation that always uses 10,000 is right at ``base=10000``). So when ``rope_fn`` takes a
+    ``base`` keyword (``rope_fn(x, positions, base=...)``), a last finding, ``base``, probes it once
+    more at a second base (``base * 50``, or ``base / 50`` above 100,000: 10,000 and 500,000, the
+    bases of Llama 2 and Llama 3) and checks it against helpers' tables for that base. Without such a
+    keyword that finding is absent: check each base the implementation is configured with.
+
     With a ``partial_rotary_factor`` ``p`` in ``scaling``, only the first ``r = int(d p)``
     dimensions must turn: a first finding, ``slice``, checks that they do and that the rest pass
     through unchanged (naming the last ``r`` rotated instead of the first, or the factor ignored),
@@ -480,6 +489,8 @@ def check_rope(
     device = _check_device(device)
     theta, factor = rope_frequencies(d, base, scaling=scaling)  # (r/2,) float64, the reference speeds
     r = 2 * theta.shape[0]  # the rotated width: d, or int(d p) with a partial_rotary_factor p
+    second_base = _takes_base(rope_fn)
+    given_fn, given_scaling = rope_fn, scaling
     try:
         findings = []
         if r < d:
@@ -502,6 +513,8 @@ def check_rope(
             factor,
             full_width=d if r < d else None,
         )
+        if second_base and all(f.passed for f in findings):
+            findings.append(_base_finding(given_fn, d, r, base, given_scaling, layout, max_position, dtype, device))
     except _Bad as bad:
         finding = bad.finding
         if "IndexError" in finding.detail:
@@ -513,6 +526,44 @@ def check_rope(
             )
         findings = [*findings, finding]
     return _report(name, findings, ("slice", *_ROPE_PROPERTIES) if r < d else _ROPE_PROPERTIES)
+
+
+def _takes_base(fn) -> bool:
+    """Whether ``fn`` has a parameter named ``base`` that can be passed by keyword."""
+    try:
+        parameter = inspect.signature(fn).parameters.get("base")
+    except (TypeError, ValueError):  # a callable without a signature (some builtins)
+        return False
+    return parameter is not None and parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
+
+
+def _base_finding(rope_fn, d, r, base, scaling, layout, max_position, dtype, device) -> Finding:
+    """``rope_fn`` called with a second ``base``: do its tables follow it?"""
+    other = base / 50.0 if base > 100_000 else base * 50.0
+    fn = functools.partial(rope_fn, base=other)
+    inner = scaling
+    if r < d:
+        fn = _first_dims(fn, d, r)
+        inner = {k: v for k, v in scaling.items() if k != "partial_rotary_factor"} or None
+    theta, factor = rope_frequencies(r, other, scaling=inner)
+    try:
+        found = _rope_findings(fn, r, other, inner, layout, max_position, dtype, device, theta, factor)
+    except _Bad as bad:
+        found = [bad.finding]
+    wrong = [f for f in found if not f.passed]
+    if not wrong:
+        return Finding(
+            "base",
+            True,
+            f"called with base={_num_int(other)} as well, its tables are helpers' for that base: the base "
+            "argument is used",
+        )
+    return Finding("base", False, f"called with base={_num_int(other)}, {wrong[0].name}: {wrong[0].detail}")
+
+
+def _num_int(x: float) -> str:
+    """A base for a message: 500,000 or 0.5."""
+    return f"{int(x):,}" if float(x).is_integer() else _num(x)
 
 
 def _first_dims(rope_fn, d: int, r: int):
@@ -1386,7 +1437,8 @@ def check_cached_decoding(
             elif torch.allclose(got, no_offset[:e], rtol=0, atol=tol):
                 text += (
                     " It matches rotating every step from position 0: the new tokens must be rotated at their "
-                    "absolute positions, the number of cached tokens onwards (apply_rope(..., positions=offset))."
+                    "absolute positions, the number of cached tokens onwards "
+                    "(apply_rope(..., layout=..., positions=offset))."
                 )
             elif torch.allclose(got, by_length[:e], rtol=0, atol=tol):
                 text += (

@@ -18,7 +18,7 @@ checkpoint-conversion bug:
 
 The tables are half width, ``(T, d/2)``: one angle per pair, whatever the layout. Decoding with a
 cache: build the tables once, rotate each new query and key at its absolute position
-(``apply_rope(x, cos, sin, positions=offset)``) and attend over the cached, already rotated keys;
+(``apply_rope(x, cos, sin, layout=..., positions=offset)``) and attend over the cached, already rotated keys;
 that is the full causal pass, step by step (``tests/test_rope_hf.py``).
 
 Long-context scaling (``scaling=`` dict, keys as in Hugging Face's ``rope_scaling`` /
@@ -440,7 +440,7 @@ def _interleaved_path(x_rot: torch.Tensor, compute: torch.dtype) -> str:
     return "complex_copy" if x_rot.device.type == "cpu" else "strided"
 
 
-def apply_rope(x, cos, sin, *, layout: str = "interleaved", positions=None, rotary_dim=None) -> torch.Tensor:
+def apply_rope(x, cos, sin, *, layout: str | None = None, positions=None, rotary_dim=None) -> torch.Tensor:
     """Rotate ``x`` ``(..., T, d)`` by the tables ``cos``, ``sin`` ``(T', r/2)``.
 
     Position ``t`` of ``x`` is rotated by row ``t`` of the tables, or by row ``positions + t``
@@ -455,8 +455,11 @@ def apply_rope(x, cos, sin, *, layout: str = "interleaved", positions=None, rota
     Args:
         x: queries or keys ``(..., T, d)``, floating point, any leading dimensions.
         cos, sin: tables from ``rope_cos_sin``, ``(T', r/2)``, on ``x``'s device.
-        layout: ``"interleaved"`` (RoFormer, Meta) or ``"half"`` (GPT-NeoX, Hugging Face); with
-            ``rotary_dim`` the pairing is within the first ``r`` dimensions.
+        layout: ``"interleaved"`` (RoFormer, Meta: pairs ``(x_2i, x_2i+1)``) or ``"half"``
+            (GPT-NeoX, Hugging Face: pairs ``(x_i, x_i+r/2)``); with ``rotary_dim`` the pairing is
+            within the first ``r`` dimensions. Required: the two pair different dimensions, a
+            checkpoint's weights hold only for the one it was trained with, and nothing in ``x``
+            tells which that is, so there is no default to fall back on silently.
         positions: None (rows ``0 .. T-1``), an int offset, a 1-D integer tensor ``(T,)``, or a
             ``(B, T)`` integer tensor for ``x`` of shape ``(B, ..., T, d)`` (``(B, H, T, d)``: one row
             of positions per batch row, broadcast over the heads; ``(1, T)`` is the same for every
@@ -485,6 +488,12 @@ def apply_rope(x, cos, sin, *, layout: str = "interleaved", positions=None, rota
     x = check_float_tensor("x", x)
     cos = check_float_tensor("cos", cos)
     sin = check_float_tensor("sin", sin)
+    if layout is None:
+        raise TypeError(
+            "layout must be given: 'interleaved' (RoFormer, Meta: pairs (x_2i, x_2i+1)) or 'half' (GPT-NeoX, "
+            "Hugging Face checkpoints: pairs (x_i, x_i+d/2)), got None (no default: the two pair different "
+            "dimensions, and weights trained with one are wrong with the other)"
+        )
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     r, cos, sin = _check_tables(x, cos, sin, positions, rotary_dim)  # (T, r/2) each

@@ -86,7 +86,7 @@ def test_rotation_by_30_degrees_twice(article):
     angle = ref["m"] * math.radians(ref["theta_degrees"])
     cos, sin = helpers.rope_cos_sin(torch.tensor([angle], dtype=torch.float64), 2, dtype=torch.float64)
     x = torch.tensor([[ref["start"]]], dtype=torch.float64)  # (1, 1, 2)
-    turned = helpers.apply_rope(x, cos, sin)[0, 0].numpy()
+    turned = helpers.apply_rope(x, cos, sin, layout="interleaved")[0, 0].numpy()
     np.testing.assert_array_equal(np.round(turned, ref["decimals"]), ref["end"])
 
 

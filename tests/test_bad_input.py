@@ -69,29 +69,39 @@ CASES = [
     (lambda: helpers.score_terms(q[0], q[0], q[0], INTS), TypeError, ["w_k", "torch.int64"]),
     (lambda: helpers.rope_cos_sin(4, 6, base=1), ValueError, ["base"]),
     (lambda: helpers.rope_cos_sin(4, 7), ValueError, ["d", "7", "even"]),
-    (lambda: helpers.apply_rope(q, *helpers.rope_cos_sin(2, 8)), ValueError, ["cos", "2", "4"]),
-    (lambda: helpers.apply_rope(q, *helpers.rope_cos_sin(4, 6)), ValueError, ["cos", "4", "3"]),
+    (lambda: helpers.apply_rope(q, *helpers.rope_cos_sin(2, 8), layout="interleaved"), ValueError, ["cos", "2", "4"]),
+    (lambda: helpers.apply_rope(q, *helpers.rope_cos_sin(4, 6), layout="interleaved"), ValueError, ["cos", "4", "3"]),
     (
         lambda: helpers.apply_rope(q, *helpers.rope_cos_sin(4, 8), layout="neox"),
         ValueError,
         ["layout", "neox", "interleaved"],
     ),
-    (lambda: helpers.apply_rope(q.long(), *helpers.rope_cos_sin(4, 8)), TypeError, ["x", "torch.int64"]),
+    (
+        lambda: helpers.apply_rope(q.long(), *helpers.rope_cos_sin(4, 8), layout="interleaved"),
+        TypeError,
+        ["x", "torch.int64"],
+    ),
     # Per-row positions (B, T): B is x's dimension 0 (here 2), or 1.
     (
-        lambda: helpers.apply_rope(q, *helpers.rope_cos_sin(4, 8), positions=torch.zeros(3, 4, dtype=torch.int64)),
+        lambda: helpers.apply_rope(
+            q, *helpers.rope_cos_sin(4, 8), positions=torch.zeros(3, 4, dtype=torch.int64), layout="interleaved"
+        ),
         ValueError,
         ["positions", "(3, 4)", "(2, 4)", "(1, 4)"],
     ),
     # positions on a device other than x's (and not the CPU): both devices named, not torch's RuntimeError.
     (
-        lambda: helpers.apply_rope(q, *helpers.rope_cos_sin(4, 8), positions=torch.arange(4, device="meta")),
+        lambda: helpers.apply_rope(
+            q, *helpers.rope_cos_sin(4, 8), positions=torch.arange(4, device="meta"), layout="interleaved"
+        ),
         ValueError,
         ["positions", "meta", "cpu"],
     ),
     # A (B, T, H, d) tensor where (B, H, T, d) is expected: the length of positions shows it.
     (
-        lambda: helpers.apply_rope(torch.randn(2, 10, 4, 8), *helpers.rope_cos_sin(16, 8), positions=torch.arange(10)),
+        lambda: helpers.apply_rope(
+            torch.randn(2, 10, 4, 8), *helpers.rope_cos_sin(16, 8), positions=torch.arange(10), layout="interleaved"
+        ),
         ValueError,
         ["positions", "(2, 10, 4, 8)", "-2", "(B, H, T, d)"],
     ),

@@ -192,6 +192,38 @@ def test_the_base_ignored_is_named():
     )
 
 
+def test_a_base_argument_ignored_is_caught_at_the_default_base():
+    """At base 10,000 an implementation that always uses 10,000 is right; given a ``base`` keyword,
+    check_rope probes a second base (500,000) and names the fault there."""
+
+    def honours(x, positions, base=10000.0):
+        return hf_rope(x, positions, base=base)
+
+    def ignores(x, positions, base=10000.0):
+        return hf_rope(x, positions, base=10000.0)
+
+    def no_keyword(x, positions):
+        return hf_rope(x, positions, base=10000.0)
+
+    report = check_rope(honours, layout="half")
+    assert report.passed and "base=500,000 as well" in report.finding("base").detail, str(report)
+    report = check_rope(ignores, layout="half")
+    fails_with(report, "base", "called with base=500,000, speeds:", "configured base is ignored")
+    assert [f.name for f in report.failures] == ["base"], str(report)
+    # Above 100,000 the second base is 50 times smaller; with partial rotary only the first r dims are probed.
+    partial = {"rope_type": "default", "partial_rotary_factor": 0.5}
+
+    def partial_ignores(x, positions, base=500000.0):
+        r = x.shape[-1] // 2
+        return torch.cat((hf_rope(x[:, :r], positions, base=500000.0), x[:, r:]), dim=-1)
+
+    fails_with(check_rope(partial_ignores, base=500000.0, scaling=partial), "base", "called with base=10,000")
+    # Without a base keyword nothing can be probed at another base: no base finding, and the report says
+    # nothing about it either way.
+    report = check_rope(no_keyword, layout="half")
+    assert report.passed and "base" not in {f.name for f in report.findings}
+
+
 def test_the_exponent_without_its_2_is_named():
     def half_exponent(x, positions):
         d = x.shape[-1]
@@ -275,7 +307,7 @@ def test_bad_arguments_name_the_argument(call, error, argument):
 def test_the_report_reads_as_a_verdict_and_findings_and_raises_on_demand():
     good = check_rope(hf_rope, layout="half")
     assert good.verdict.startswith(
-        "check_rope: passed (rotation, norm, relative, layout, positions, speeds, precision)"
+        "check_rope: passed (rotation, norm, relative, layout, positions, speeds, precision, base)"
     )
     assert good.diagnosis == "" and good.raise_if_failed() is good
     assert repr(good) == str(good) and str(good).splitlines()[1].startswith("  ok   rotation:")
@@ -429,9 +461,12 @@ def test_cached_decoding_right_passes_and_the_two_known_faults_are_named():
         if len(q) not in memo:
             memo[len(q)] = helpers.rope_cos_sin(torch.arange(len(keys), len(keys) + len(q)), q.shape[-1])
         cos, sin = (t.to(q.dtype) for t in memo[len(q)])
-        keys = torch.cat((keys, helpers.apply_rope(k, cos, sin)))
+        keys = torch.cat((keys, helpers.apply_rope(k, cos, sin, layout="interleaved")))
         values = torch.cat((values, v))
-        return helpers.attention(helpers.apply_rope(q, cos, sin), keys, values, causal=True)[0], (keys, values)
+        return helpers.attention(helpers.apply_rope(q, cos, sin, layout="interleaved"), keys, values, causal=True)[0], (
+            keys,
+            values,
+        )
 
     fails_with(
         check_cached_decoding(memoized), "cache", "step 3 (the prompt is step 0; 1 new token at position 9,", "memoized"

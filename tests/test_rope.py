@@ -140,11 +140,17 @@ def test_index_positions_on_the_cpu_serve_x_on_any_device(device):
     rows = torch.tensor([7, 0, 39, 3, 3])
     want = slow_rope(x, cos, sin, "interleaved", rows=rows)
     on_device = (x.to(device), cos.to(device), sin.to(device))
-    torch.testing.assert_close(helpers.apply_rope(*on_device, positions=rows).cpu(), want)
-    torch.testing.assert_close(helpers.apply_rope(*on_device, positions=rows.to(device)).cpu(), want)
+    torch.testing.assert_close(helpers.apply_rope(*on_device, positions=rows, layout="interleaved").cpu(), want)
+    torch.testing.assert_close(
+        helpers.apply_rope(*on_device, positions=rows.to(device), layout="interleaved").cpu(), want
+    )
     if device != "cpu":
         raises_naming(
-            ValueError, lambda: helpers.apply_rope(x, cos, sin, positions=rows.to(device)), "positions", device, "cpu"
+            ValueError,
+            lambda: helpers.apply_rope(x, cos, sin, positions=rows.to(device), layout="interleaved"),
+            "positions",
+            device,
+            "cpu",
         )
 
 
@@ -155,11 +161,15 @@ def test_positions_on_the_meta_device_are_refused_by_name(rows):
     cos, sin = helpers.rope_cos_sin(40, 8)
     x = torch.randn(3, 5, 8)
     raises_naming(
-        ValueError, lambda: helpers.apply_rope(x, cos, sin, positions=rows.to("meta")), "positions", "meta", "cpu"
+        ValueError,
+        lambda: helpers.apply_rope(x, cos, sin, positions=rows.to("meta"), layout="interleaved"),
+        "positions",
+        "meta",
+        "cpu",
     )
     meta = (x.to("meta"), cos.to("meta"), sin.to("meta"))
     for where in ("meta", "cpu"):
-        out = helpers.apply_rope(*meta, positions=rows.to(where))
+        out = helpers.apply_rope(*meta, positions=rows.to(where), layout="interleaved")
         assert (out.shape, out.device) == (x.shape, torch.device("meta"))
 
 
@@ -218,7 +228,7 @@ def test_bad_per_row_positions_name_their_shape_and_the_expected_one():
     x = torch.randn(3, 4, 6, 8)  # (B, H, T, d)
 
     def rope(value, on=x):
-        return lambda: helpers.apply_rope(on, cos, sin, positions=value)
+        return lambda: helpers.apply_rope(on, cos, sin, positions=value, layout="interleaved")
 
     raises_naming(ValueError, rope(LEFT_PADDED[:2]), "positions", "(2, 6)", "(3, 6)", "(1, 6)", "(3, 4, 6, 8)")
     raises_naming(ValueError, rope(LEFT_PADDED[:, :5]), "positions", "(3, 5)", "(6,)", "(B, 6)")
@@ -238,7 +248,7 @@ def test_a_batch_in_b_t_h_d_order_is_caught_where_the_arguments_show_it():
     for positions in (torch.arange(10), torch.arange(10).expand(2, 10)):
         raises_naming(
             ValueError,
-            lambda positions=positions: helpers.apply_rope(x, cos, sin, positions=positions),
+            lambda positions=positions: helpers.apply_rope(x, cos, sin, positions=positions, layout="interleaved"),
             "positions",
             "(2, 10, 4, 8)",
             "-2",
@@ -250,15 +260,22 @@ def test_a_batch_in_b_t_h_d_order_is_caught_where_the_arguments_show_it():
     # Tables too short for dimension -2 but long enough for dimension -3: the same hint.
     y = torch.randn(2, 4, 10, 8)  # (B, T, H, d) with T = 4, H = 10, tables for 4 positions
     raises_naming(
-        ValueError, lambda: helpers.apply_rope(y, *helpers.rope_cos_sin(4, 8)), "rows", "(2, 4, 10, 8)", "(B, H, T, d)"
+        ValueError,
+        lambda: helpers.apply_rope(y, *helpers.rope_cos_sin(4, 8), layout="interleaved"),
+        "rows",
+        "(2, 4, 10, 8)",
+        "(B, H, T, d)",
     )
     # What cannot be detected (the docstring says so): no positions and tables of at least H rows;
     # x is then rotated by head index. Transposed, it is rotated by position.
-    wrong = helpers.apply_rope(x, cos, sin)
-    right = helpers.apply_rope(x.transpose(1, 2), cos, sin).transpose(1, 2)
+    wrong = helpers.apply_rope(x, cos, sin, layout="interleaved")
+    right = helpers.apply_rope(x.transpose(1, 2), cos, sin, layout="interleaved").transpose(1, 2)
     assert wrong.shape == right.shape and not torch.allclose(wrong, right)
     assert torch.equal(
-        right, helpers.apply_rope(x.transpose(1, 2), cos, sin, positions=torch.arange(10)).transpose(1, 2)
+        right,
+        helpers.apply_rope(x.transpose(1, 2), cos, sin, positions=torch.arange(10), layout="interleaved").transpose(
+            1, 2
+        ),
     )
 
 
@@ -402,23 +419,23 @@ def test_apply_rope_rejects_bad_input():
     with pytest.raises(ValueError, match="layout"):
         helpers.apply_rope(x, cos, sin, layout="neox")
     with pytest.raises(TypeError, match="x must be a floating-point"):
-        helpers.apply_rope(torch.ones(4, 8, dtype=torch.int64), cos, sin)
+        helpers.apply_rope(torch.ones(4, 8, dtype=torch.int64), cos, sin, layout="interleaved")
     with pytest.raises(ValueError, match="rows"):
-        helpers.apply_rope(torch.randn(5, 8), cos, sin)
+        helpers.apply_rope(torch.randn(5, 8), cos, sin, layout="interleaved")
     with pytest.raises(ValueError, match="rows 2 .. 5"):
-        helpers.apply_rope(x, cos, sin, positions=2)
+        helpers.apply_rope(x, cos, sin, positions=2, layout="interleaved")
     with pytest.raises(ValueError, match="columns"):
-        helpers.apply_rope(torch.randn(4, 6), cos, sin)
+        helpers.apply_rope(torch.randn(4, 6), cos, sin, layout="interleaved")
     with pytest.raises(ValueError, match="rotary_dim"):
-        helpers.apply_rope(x, cos, sin, rotary_dim=3)
+        helpers.apply_rope(x, cos, sin, rotary_dim=3, layout="interleaved")
     with pytest.raises(ValueError, match="rotary_dim"):
-        helpers.apply_rope(x, cos, sin, rotary_dim=10)
+        helpers.apply_rope(x, cos, sin, rotary_dim=10, layout="interleaved")
     with pytest.raises(TypeError, match="positions"):
-        helpers.apply_rope(x, cos, sin, positions=torch.tensor([0.0, 1.0, 2.0, 3.0]))
+        helpers.apply_rope(x, cos, sin, positions=torch.tensor([0.0, 1.0, 2.0, 3.0]), layout="interleaved")
     with pytest.raises(ValueError, match="positions must lie"):
-        helpers.apply_rope(x, cos, sin, positions=torch.tensor([0, 1, 2, 4]))
+        helpers.apply_rope(x, cos, sin, positions=torch.tensor([0, 1, 2, 4]), layout="interleaved")
     with pytest.raises(ValueError, match="one row index per position"):
-        helpers.apply_rope(x, cos, sin, positions=torch.tensor([0, 1]))
+        helpers.apply_rope(x, cos, sin, positions=torch.tensor([0, 1]), layout="interleaved")
 
 
 def test_apply_rope_messages_name_the_argument_and_the_value():
@@ -426,6 +443,7 @@ def test_apply_rope_messages_name_the_argument_and_the_value():
     x = torch.randn(4, 8)
 
     def rope(*args, **kwargs):
+        kwargs.setdefault("layout", "interleaved")
         return lambda: helpers.apply_rope(*args, **kwargs)
 
     raises_naming(ValueError, rope(torch.randn(8), cos, sin), "x", "(8,)", "(..., T, d)")

@@ -97,13 +97,13 @@ def test_float_interleaved_pairs_take_one_complex_multiplication(dtype):
     x = torch.randn(2, 3, 7, 16, dtype=dtype, generator=torch.Generator().manual_seed(0))
     cos, sin = helpers.rope_cos_sin(7, 16, dtype=dtype)
     with _Calls() as calls:
-        got = helpers.apply_rope(x, cos, sin)
+        got = helpers.apply_rope(x, cos, sin, layout="interleaved")
     assert "view_as_complex" in calls.names and calls.names.count("mul") == 1
     assert not {"addcmul_", "copy_", "mul_"} & set(calls.names), calls.names
     want = _reference_rotation(x, cos, sin, "interleaved")
     torch.testing.assert_close(got.double(), want, rtol=0, atol=1e-6 if dtype == torch.float32 else 1e-14)
     with _Calls() as calls:
-        helpers.apply_rope(x.clone().requires_grad_(), cos, sin)
+        helpers.apply_rope(x.clone().requires_grad_(), cos, sin, layout="interleaved")
     assert "view_as_complex" in calls.names and "stack" not in calls.names, calls.names
 
 

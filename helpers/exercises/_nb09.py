@@ -42,11 +42,11 @@ def _forgotten_offset(p: dict) -> str:
         torch.randn(prompt + 1, d, dtype=torch.float64, generator=gen),
     )
     cos, sin = _rope.rope_cos_sin(prompt + 1, d, dtype=torch.float64)  # (P+1, d/2)
-    cached = _rope.apply_rope(keys[:prompt], cos, sin)  # (P, d): positions 0 .. P-1, right
+    cached = _rope.apply_rope(keys[:prompt], cos, sin, layout="interleaved")  # (P, d): positions 0 .. P-1, right
 
     def scores(position: int) -> torch.Tensor:
-        query = _rope.apply_rope(q, cos, sin, positions=position)  # (1, d)
-        own = _rope.apply_rope(keys[prompt:], cos, sin, positions=position)  # (1, d)
+        query = _rope.apply_rope(q, cos, sin, positions=position, layout="interleaved")  # (1, d)
+        own = _rope.apply_rope(keys[prompt:], cos, sin, positions=position, layout="interleaved")  # (1, d)
         return (query @ torch.cat((cached, own)).T)[0]  # (P+1,): cached keys, then itself
 
     wrong = (scores(prompt) - scores(0)).abs() > 1e-9  # (P+1,)
