@@ -71,6 +71,7 @@ CASES = [
     (lambda: helpers.rope_cos_sin(4, 7), ValueError, ["d", "7", "even"]),
     (lambda: helpers.apply_rope(q, *helpers.rope_cos_sin(2, 8), layout="interleaved"), ValueError, ["cos", "2", "4"]),
     (lambda: helpers.apply_rope(q, *helpers.rope_cos_sin(4, 6), layout="interleaved"), ValueError, ["cos", "4", "3"]),
+    (lambda: helpers.apply_rope(q, *helpers.rope_cos_sin(4, 8)), TypeError, ["layout", "None", "interleaved", "half"]),
     (
         lambda: helpers.apply_rope(q, *helpers.rope_cos_sin(4, 8), layout="neox"),
         ValueError,
