@@ -513,14 +513,20 @@ def apply_rope(x, cos, sin, *, layout: str | None = None, positions=None, rotary
         x_c = torch.view_as_complex(x_rot.unflatten(-1, (h, 2)))  # (..., T, r/2) complex view
         torch.mul(x_c, turn, out=torch.view_as_complex(out_rot.unflatten(-1, (h, 2))))
         return out
-    if path == "complex_copy":
-        # bfloat16 / float16 on the CPU: strided in-place updates are not vectorised there, and a
-        # float32 complex multiplication is several times faster (and rounds once).
+    if path == "complex_copy" or (
+        layout == "half" and x_rot.device.type == "cpu" and x_rot.dtype in (torch.bfloat16, torch.float16)
+    ):
+        # bfloat16 / float16 on the CPU: strided in-place updates are not vectorised in these dtypes.
+        # A float32 copy is rotated with float32 kernels (a complex multiplication for the interleaved
+        # layout) and rounded once when it is written back, a block of positions at a time so that
+        # the copy stays in the cache (a whole (1, 32, 2048, 128) copy is 32 MB and runs several
+        # times slower than its blocks).
         work = torch.promote_types(compute, torch.float32)
-        turn = torch.complex(cos.to(work), sin.to(work))  # (T, r/2)
-        copy = x_rot.to(work, copy=True, memory_format=torch.contiguous_format)  # (..., T, r), a fresh copy
-        torch.view_as_complex(copy.unflatten(-1, (h, 2))).mul_(turn)  # rotated in place, (..., T, r/2) complex
-        out_rot.copy_(copy)
+        t = x_rot.shape[-2]
+        rows = max(1, _COPY_BLOCK // max(1, x_rot[..., 0, :].numel()))  # positions per block
+        for a in range(0, t, rows):
+            b = min(t, a + rows)
+            _rotate_copy(x_rot[..., a:b, :], out_rot[..., a:b, :], cos[..., a:b, :], sin[..., a:b, :], layout, work)
         return out
     if layout == "interleaved":
         x_p, out_p = x_rot.unflatten(-1, (h, 2)), out_rot.unflatten(-1, (h, 2))  # (..., T, r/2, 2) views
@@ -533,6 +539,28 @@ def apply_rope(x, cos, sin, *, layout: str | None = None, positions=None, rotary
     o1.addcmul_(x2, sin, value=-1)  # x1 cos - x2 sin
     o2.addcmul_(x1, sin)  # x2 cos + x1 sin
     return out
+
+
+#: Elements of x rotated per block on the copy paths (4 MB of float32).
+_COPY_BLOCK = 1 << 20
+
+
+def _rotate_copy(x_rot, out_rot, cos, sin, layout: str, work: torch.dtype) -> None:
+    """Rotate ``x_rot`` ``(..., T, r)`` into ``out_rot`` through a copy in ``work`` (float32)."""
+    h = x_rot.shape[-1] // 2
+    copy = x_rot.to(work, copy=True, memory_format=torch.contiguous_format)  # (..., T, r), a fresh copy
+    if layout == "interleaved":
+        turn = torch.complex(cos.to(work), sin.to(work))  # (T, r/2)
+        torch.view_as_complex(copy.unflatten(-1, (h, 2))).mul_(turn)  # rotated in place, (..., T, r/2) complex
+        out_rot.copy_(copy)
+        return
+    rotated = torch.empty_like(copy)  # (..., T, r)
+    x1, x2, o1, o2 = copy[..., :h], copy[..., h:], rotated[..., :h], rotated[..., h:]  # (..., T, r/2) views
+    torch.mul(x1, cos, out=o1)
+    o1.addcmul_(x2, sin, value=-1)  # x1 cos - x2 sin
+    torch.mul(x2, cos, out=o2)
+    o2.addcmul_(x1, sin)  # x2 cos + x1 sin
+    out_rot.copy_(rotated)
 
 
 def _apply_rope_autograd(x, cos, sin, layout: str, r: int) -> torch.Tensor:

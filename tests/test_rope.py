@@ -734,3 +734,20 @@ def test_scaling_explorer_updates_its_drawing():
     assert not (explorer.drawing.artists["scaled"].get_ydata() == before).all()
     explorer.controls["method"].value = "ntk"
     assert explorer.drawing.params["method"] == "ntk"
+
+
+@pytest.mark.parametrize("layout", helpers.LAYOUTS)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_the_copy_paths_give_the_same_bits_block_by_block(layout, dtype, monkeypatch):
+    # bfloat16 / float16 on the CPU rotate a float32 copy a block of positions at a time; blocks of
+    # 3 positions (T = 10: a short last block) must give the bits of one block, per-row positions too.
+    x = torch.randn(2, 3, 10, 8, generator=torch.Generator().manual_seed(5)).to(dtype)  # (B, H, T, d)
+    cos, sin = helpers.rope_cos_sin(20, 8)
+    rows = torch.tensor([[0, 1, 2, 3, 4, 5, 6, 7, 8, 9], [4, 5, 6, 7, 8, 9, 10, 11, 12, 13]])
+    whole = [helpers.apply_rope(x, cos, sin, layout=layout, positions=p) for p in (None, 7, rows)]
+    monkeypatch.setattr(helpers.rope, "_COPY_BLOCK", 3 * 2 * 3 * 8)  # 3 positions of x's 2 x 3 heads of width 8
+    blocks = [helpers.apply_rope(x, cos, sin, layout=layout, positions=p) for p in (None, 7, rows)]
+    for one, many in zip(whole, blocks, strict=True):
+        assert torch.equal(one, many)
+    want = slow_rope(x.double(), cos, sin, layout, rows=torch.arange(7, 17))
+    assert (blocks[1].double() - want).abs().max().item() <= TOL[dtype] * 4
