@@ -1,0 +1,112 @@
+"""Time ``helpers.apply_rope`` against Hugging Face transformers' ``apply_rotary_pos_emb`` (Llama).
+
+Same inputs, one CPU thread by default, the two taking turns in every round: queries and keys
+``(B, H, T, d)`` in the half layout, rotated together as a Llama attention layer does. Hugging Face
+gets its tables as its rotary module makes them, ``(B, T, d)`` in ``x``'s dtype; helpers gets its
+``(L, d/2)`` float32 tables and the positions ``(B, T)`` (``apply_rope(..., positions=...)``).
+Cases: prefill at 512 and 2,048 tokens, a decode step (one token after 2,047, and a batch of 4 after
+511), and forward + backward at 512, in float32 and bfloat16. Prints each ratio helpers / transformers
+against the goal of at most 1.0, and ``OVER GOAL`` where it is above.
+
+    .venv/bin/python benchmarks/bench_rope_vs_hf.py [--threads 1] [--rounds 9]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+import helpers
+
+GOAL = 1.0
+CASES = (  # (shape (B, H, T, d), first position, with backward)
+    ((1, 32, 512, 128), 0, False),
+    ((1, 32, 2048, 128), 0, False),
+    ((1, 32, 1, 128), 2047, False),
+    ((4, 32, 1, 128), 511, False),
+    ((1, 32, 512, 128), 0, True),
+)
+
+
+def median_seconds(functions: dict, rounds: int, inner: int = 3) -> dict:
+    for f in functions.values():  # warm up
+        f()
+    samples = {name: [] for name in functions}
+    for _ in range(rounds):
+        for name, f in functions.items():
+            start = time.perf_counter()
+            for _ in range(inner):
+                f()
+            samples[name].append((time.perf_counter() - start) / inner)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def case(shape, offset: int, backward: bool, dtype, rounds: int, apply_rotary_pos_emb) -> tuple[float, float]:
+    batch, _, length, width = shape
+    generator = torch.Generator().manual_seed(0)
+    q, k = (torch.randn(shape, generator=generator).to(dtype) for _ in range(2))  # (B, H, T, d) each
+    positions = torch.arange(offset, offset + length).expand(batch, length)  # (B, T)
+    cos, sin = helpers.rope_cos_sin(offset + length, width)  # (L, d/2) float32
+    cos_hf = torch.cat((cos[positions], cos[positions]), dim=-1).to(dtype)  # (B, T, d), as Llama's module makes it
+    sin_hf = torch.cat((sin[positions], sin[positions]), dim=-1).to(dtype)
+
+    def ours():
+        return (
+            helpers.apply_rope(q, cos, sin, layout="half", positions=positions),
+            helpers.apply_rope(k, cos, sin, layout="half", positions=positions),
+        )
+
+    def theirs():
+        return apply_rotary_pos_emb(q, k, cos_hf, sin_hf)
+
+    with torch.no_grad():  # the same numbers first: a fast wrong answer is not a result
+        for a, b in zip(ours(), theirs(), strict=True):
+            assert torch.allclose(a.float(), b.float(), atol=5e-2 if dtype == torch.bfloat16 else 1e-5)
+    if backward:
+        q.requires_grad_(True)
+        k.requires_grad_(True)
+        functions = {
+            name: (lambda f=f: sum(t.sum() for t in f()).backward()) for name, f in (("ours", ours), ("hf", theirs))
+        }
+        times = median_seconds(functions, rounds)
+    else:
+        with torch.inference_mode():
+            times = median_seconds({"ours": ours, "hf": theirs}, rounds)
+    return times["ours"], times["hf"]
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=9)
+    args = parser.parse_args(argv)
+    try:
+        import transformers
+        from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+    except ImportError:
+        print("transformers is not installed: nothing to compare against")
+        return
+    torch.set_num_threads(args.threads)
+    print(
+        f"helpers.apply_rope against transformers {transformers.__version__} apply_rotary_pos_emb, torch "
+        f"{torch.__version__}, CPU, {torch.get_num_threads()} thread(s); goal: ratio <= {GOAL}"
+    )
+    over = 0
+    for dtype in (torch.float32, torch.bfloat16):
+        for shape, offset, backward in CASES:
+            mine, hf = case(shape, offset, backward, dtype, args.rounds, apply_rotary_pos_emb)
+            ratio = mine / hf
+            over += ratio > GOAL
+            what = "forward + backward" if backward else ("decode" if shape[2] == 1 else "prefill")
+            print(
+                f"  {str(dtype)[6:]:9s} {str(shape):18s} {what:18s} from {offset:5d}: helpers {mine * 1e3:8.3f} ms, "
+                f"transformers {hf * 1e3:8.3f} ms, ratio {ratio:.2f}{'  OVER GOAL' if ratio > GOAL else ''}"
+            )
+    print(f"{2 * len(CASES) - over} of {2 * len(CASES)} cases within the goal")
+
+
+if __name__ == "__main__":
+    main()
