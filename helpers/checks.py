@@ -358,7 +358,10 @@ def _low_precision_explains(got_cos, got_sin, probe, theta, rows) -> bool:
 
         for angle in (r(m) * theta, m * r(theta), r(m) * r(theta), r(r(m) * r(theta))):
             gap = torch.remainder(got - angle + math.pi, 2 * math.pi) - math.pi
-            if bool(torch.isfinite(angle).all()) and float(gap.abs().max()) < 0.02:
+            # 0.02 rad, plus the rounding of a float32 product m θ where the low-precision factors
+            # are multiplied in float32 (bfloat16 positions times float32 speeds, for example).
+            allowed = 0.02 + FLOAT32_ANGLE * angle.abs()
+            if bool(torch.isfinite(angle).all()) and bool((gap.abs() <= allowed).all()):
                 return True
     return False
 
@@ -619,7 +622,19 @@ def _rope_call(rope_fn, x: torch.Tensor, positions: torch.Tensor, dtype, device)
     shown = f"x of shape {tuple(x.shape)} and dtype {dtype}, positions {_positions_text(positions)}"
     x = x.to(dtype=dtype, device=device, copy=True)  # a fresh copy: the implementation may work in place
     out = _call(rope_fn, "rope_fn", (x, positions.to(device, copy=True)), shown)
-    return _tensor_out(out, "rope_fn", tuple(x.shape), shown, dtype=dtype).detach().to("cpu", torch.float64)
+    try:
+        return _tensor_out(out, "rope_fn", tuple(x.shape), shown, dtype=dtype).detach().to("cpu", torch.float64)
+    except _Bad as bad:
+        f = bad.finding
+        if ("NaN" in f.detail or "inf" in f.detail) and positions.numel() and int(positions.max()) > 65_504:
+            f = Finding(
+                f.name,
+                False,
+                f.detail + ". Positions above 65,504 were probed: a float16 position overflows there to inf, and "
+                "cos(inf) is NaN (positions cast to float16?). Form the angle in float32 or float64; pass "
+                "max_position=60000 to see how float16 positions do below the overflow.",
+            )
+        raise _Bad(f) from bad
 
 
 def _positions_text(positions: torch.Tensor) -> str:
@@ -1541,7 +1556,7 @@ def check_sinusoidal(pe_fn, *, d: int = 64, n_positions: int = 128, base: float 
             Finding(
                 "layout",
                 False,
-                f"position 0 should be [0, 1, 0, 1, ...] (sin 0, cos 0); it is "
+                f"position 0 should be [0, 1, 0, 1, ...] (sin 0 = 0, cos 0 = 1); it is "
                 f"[{', '.join(_num(x) for x in row0[:4])}, ...]: the positions do not start at 0, or the table is "
                 "not sines and cosines.",
             )

@@ -129,6 +129,8 @@ def scaling_options(scaling, unused_keys: str = "error", where: str = "scaling")
             )
         options[name], spelled[name] = value, key
     kind = options.pop("type", None)
+    if kind is None and set(options) <= {"partial_rotary_factor", "rope_theta"}:
+        kind = "default"  # a dict that only narrows the rotated width or sets the base: no scaling
     if kind not in SCALING_TYPES:
         raise ValueError(f"{where}['type'] must be one of {sorted(SCALING_TYPES)}, got {kind!r}")
     required, optional = SCALING_TYPES[kind]

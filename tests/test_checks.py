@@ -844,3 +844,34 @@ def test_alibi_slopes_rounded_or_negated_are_named_once():
 def test_a_step_in_the_other_layout_is_named_and_step_0_is_not_blamed_on_the_cache():
     detail = check_cached_decoding(cached_step(layout="half")).diagnosis
     assert "The prompt alone already differs" in detail and "with the half layout" in detail
+
+
+def _half_rotation(x, angle):
+    d = x.shape[-1]
+    x1, x2 = x[:, : d // 2], x[:, d // 2 :]
+    return torch.cat((x1 * angle.cos() - x2 * angle.sin(), x1 * angle.sin() + x2 * angle.cos()), dim=-1)
+
+
+def test_bfloat16_positions_times_float32_speeds_are_blamed_on_low_precision():
+    # The float32 product itself is off by about 0.06 rad near a million: the candidate angle must
+    # allow for it, or the fault is reported as unrecognised.
+    inv_freq = 1.0 / 10000.0 ** (torch.arange(0, 64, 2).float() / 64)
+
+    def bf16_positions(x, positions):
+        return _half_rotation(x, positions.bfloat16()[:, None].float() * inv_freq)
+
+    fails_with(check_rope(bf16_positions, layout="half"), "precision", "formed in too low a precision")
+
+
+def test_float16_positions_that_overflow_are_named():
+    inv_freq = 1.0 / 10000.0 ** (torch.arange(0, 64, 2).float() / 64)
+
+    def f16_positions(x, positions):
+        return _half_rotation(x, positions.half()[:, None].float() * inv_freq)
+
+    fails_with(check_rope(f16_positions, layout="half"), "output", "returned NaN", "overflows there to inf")
+    fails_with(check_rope(f16_positions, layout="half", max_position=60_000), "precision", "too low a precision")
+
+
+def test_a_scaling_dict_with_only_a_partial_rotary_factor_needs_no_type():
+    assert check_rope(neox_partial_rope, layout="half", scaling={"partial_rotary_factor": 0.25}).passed
