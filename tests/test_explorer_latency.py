@@ -125,6 +125,11 @@ def test_kept_backgrounds_give_the_frames_of_a_fresh_drawing():
         drawing.update(**step)
         drawing.render()
         assert _same_pixels(drawing, helpers.plots.alibi_heads(**drawing.params)), step
+    scaling = helpers.plots.rope_scaling(factor=4.0)  # span 4L
+    for step in ({"factor": 9.0}, {"factor": 3.0}, {"method": "ntk"}, {"factor": 12.0}, {"factor": 1.5}):
+        scaling.update(**step)  # spans 16L, 4L (kept), 4L, 16L (kept), 2L
+        scaling.render()
+        assert _same_pixels(scaling, helpers.plots.rope_scaling(**scaling.params)), step
     clock = helpers.plots.one_clock(theta=math.pi / 4, m=3)
     for step in ({"theta": 2.0}, {"m": 9}, {"theta": 2 * math.pi / 10}):
         clock.update(**step)

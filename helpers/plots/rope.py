@@ -15,7 +15,7 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from .. import rope as _rope
-from ._drawing import FULL, Drawing, new_figure
+from ._drawing import Drawing, Layout, new_figure
 from ._style import pair_color
 
 __all__ = ["rope_rotation", "rope_upper_bound", "rope_wavelengths", "rope_scaling", "SCALING_METHODS"]
@@ -175,7 +175,8 @@ def rope_scaling(
     the score is even in ``Δ``. The axis follows ``s``: it reaches the power of two times ``L`` at
     or above the target length ``sL`` (2L for s <= 2, then 4L, 8L, 16L), and a dotted line marks
     ``sL`` itself. Moving ``s`` within one such span only moves the curves and the mark (a fast
-    update); crossing into the next span lays the figure out again (``FULL``).
+    update); the first visit to a span lays the figure out (a full draw), and its background is kept
+    for every later visit (``Layout(span)``).
 
     Parameters: ``base`` (b), ``factor`` (s >= 1), ``method`` (one of ``SCALING_METHODS``).
     """
@@ -252,7 +253,7 @@ def rope_scaling(
             extra = f"ramp over pairs {low}..{high}\nattention factor a = {a:.3f}"
         info.set_text(extra)
         scale_ax.title.set_text(f"{method}: s = {factor:g}, b = {base:,.0f}")
-        return FULL if relayout else None
+        return Layout(span)  # one background per span of the offset axis, kept for the next visit
 
     params = {"base": float(base), "factor": float(factor), "method": method}
     update(**params)
