@@ -1160,7 +1160,14 @@ def _alibi_findings(bias_fn, max_heads, T):
                 f"{_log2_list(want.tolist())}."
             )
             direct = torch.tensor([2.0 ** (-8.0 * (k + 1) / H) for k in range(H)], dtype=torch.float64)
-            if H & (H - 1) and torch.allclose(slope, direct, rtol=1e-3):
+            if torch.allclose(slope.sort().values, want.sort().values, rtol=1e-3):
+                text += (
+                    " These are the right slopes given to the wrong heads"
+                    + (" (in ascending order)" if bool((slope.diff() > 0).all()) else "")
+                    + ": head h must get the h-th slope of the reference order (largest first, alibi_slopes(H)); "
+                    "weights trained with one assignment are wrong with another."
+                )
+            elif H & (H - 1) and torch.allclose(slope, direct, rtol=1e-3):
                 n = 2 ** math.floor(math.log2(H))
                 text += (
                     f" These are 2^(-8k/H) with H = {H}, the rule for a power of two; the reference keeps the {n} "

@@ -875,3 +875,12 @@ def test_float16_positions_that_overflow_are_named():
 
 def test_a_scaling_dict_with_only_a_partial_rotary_factor_needs_no_type():
     assert check_rope(neox_partial_rope, layout="half", scaling={"partial_rotary_factor": 0.25}).passed
+
+
+def test_right_slopes_on_the_wrong_heads_are_named():
+    ascending = alibi_from(lambda h: helpers.alibi_slopes(h).double().flip(0))
+    fails_with(
+        check_alibi(ascending, max_heads=8), "slopes", "the right slopes given to the wrong heads (in ascending order)"
+    )
+    sorted_desc = alibi_from(lambda h: helpers.alibi_slopes(h).double().sort(descending=True).values)
+    fails_with(check_alibi(sorted_desc, max_heads=8), "slopes", "the right slopes given to the wrong heads:")
