@@ -1691,6 +1691,17 @@ def check_t5_bias(
         return CheckReport("check_t5_bias", tuple(findings))
     differ = (got != want).nonzero()[:, 0]
     past = differ[rel[differ] <= 0]  # keys at or before the query matter in encoders and decoders alike
+    if not bidirectional and not len(past):
+        findings.append(
+            Finding(
+                "buckets",
+                True,
+                f"every relative position at or before the query (j - i <= 0) in helpers' bucket; {len(differ)} future "
+                f"ones differ (from j - i = {int(rel[differ].min())}), which a decoder's causal mask hides "
+                "(bidirectional=False puts them all in bucket 0)",
+            )
+        )
+        return CheckReport("check_t5_bias", tuple(findings))
     differ = past if len(past) else differ
     at = int(differ[rel[differ].abs().argmin()])  # the nearest such relative position that differs
     text = f"relative position {int(rel[at])} is in bucket {int(got[at])}, expected {int(want[at])}."

@@ -884,3 +884,12 @@ def test_right_slopes_on_the_wrong_heads_are_named():
     )
     sorted_desc = alibi_from(lambda h: helpers.alibi_slopes(h).double().sort(descending=True).values)
     fails_with(check_alibi(sorted_desc, max_heads=8), "slopes", "the right slopes given to the wrong heads:")
+
+
+def test_a_decoder_bucketer_that_differs_only_at_future_keys_passes():
+    def absolute_distance(rel, bidirectional=False, num_buckets=32, max_distance=128):
+        return helpers.relative_position_bucket(-rel.abs(), bidirectional=False)  # future keys bucketed as past
+
+    report = check_t5_bias(absolute_distance, bidirectional=False)
+    assert report.passed and "future ones differ (from j - i = 1)" in report.finding("buckets").detail, str(report)
+    assert not check_t5_bias(absolute_distance, bidirectional=True).passed  # an encoder sees the future keys
