@@ -1349,8 +1349,9 @@ def check_cached_decoding(
     The reference is ``helpers.apply_rope`` on all tokens at positions ``0 .. T-1`` and
     ``helpers.attention(causal=True)``. Findings: ``cache``, with the first step that differs and,
     when recognised, the cause (each step rotated from position 0; tables memoized by the step's
-    length without its offset; the new tokens one position off; the values rotated too; a causal
-    mask aligned top-left); a fault it does not recognise is reported as a difference only.
+    length without its offset; the new tokens one position off, or only their queries; the values
+    rotated too; the other layout; a causal mask aligned top-left); a fault it does not recognise is
+    reported as a difference only.
     """
     step_fn = _check_callable("step_fn", step_fn)
     d = check_even_dim("d", d)
@@ -1413,6 +1414,13 @@ def check_cached_decoding(
             apply_rope(q.double(), cos_1, sin_1, layout=layout, positions=shifted),
             apply_rope(k.double(), cos_1, sin_1, layout=layout, positions=shifted),
         )
+    # Hypothesis 7: only the queries after the prompt one position off (keys right): a query position
+    # taken from a counter that the key cache does not share.
+    k_right = apply_rope(k.double(), cos_1, sin_1, layout=layout)
+    q_off = {}
+    for delta in (-1, 1):
+        shifted = torch.arange(T) + delta * (torch.arange(T) >= chunks[0])  # (T,)
+        q_off[delta] = full(apply_rope(q.double(), cos_1, sin_1, layout=layout, positions=shifted), k_right)
     # Hypothesis 6: the other layout (a half-layout step checked as interleaved, or the reverse).
     other = "half" if layout == "interleaved" else "interleaved"
     other_layout = full(apply_rope(q.double(), cos, sin, layout=other), apply_rope(k.double(), cos, sin, layout=other))
@@ -1473,6 +1481,13 @@ def check_cached_decoding(
                     f" It matches rotating every token after the prompt one position {'early' if delta < 0 else 'late'}"
                     f" (at cache length {'- 1' if delta < 0 else '+ 1'}): the first new token's position is the "
                     "number of cached tokens, counted from 0."
+                )
+            elif any(torch.allclose(got, q_off[delta][:e], rtol=0, atol=tol) for delta in (-1, 1)):
+                delta = next(x for x in (-1, 1) if torch.allclose(got, q_off[x][:e], rtol=0, atol=tol))
+                text += (
+                    f" It matches rotating the queries after the prompt one position {'early' if delta < 0 else 'late'}"
+                    " while the keys are right: the query's position and the key cache's length are counted "
+                    "separately; rotate the new queries and keys at the same positions, from the cache length."
                 )
             elif torch.allclose(got, v_rotated[:e], rtol=0, atol=tol):
                 text += (

@@ -418,14 +418,15 @@ def test_position_ids_from_the_mask_pass_and_left_padding_ignored_fails():
 # ----- cached decoding ----------------------------------------------------------------------------------
 
 
-def cached_step(*, offset=True, sdpa_top_left=False, layout="interleaved", shift=0, rotate_v=False):
+def cached_step(*, offset=True, sdpa_top_left=False, layout="interleaved", shift=0, rotate_v=False, q_shift=0):
     def step(q, k, v, cache):
         keys, values = cache if cache is not None else (q[:0], q[:0])
         start = keys.shape[0] if offset else 0
         if keys.shape[0]:
             start += shift  # the decoding steps' first position off by `shift`
         cos, sin = helpers.rope_cos_sin(start + q.shape[0] + 1, q.shape[-1], dtype=q.dtype)
-        q_rot = helpers.apply_rope(q, cos, sin, layout=layout, positions=start)
+        q_start = start + (q_shift if keys.shape[0] else 0)  # the queries alone off by `q_shift` when decoding
+        q_rot = helpers.apply_rope(q, cos, sin, layout=layout, positions=q_start)
         k_rot = helpers.apply_rope(k, cos, sin, layout=layout, positions=start)
         if rotate_v:
             v = helpers.apply_rope(v, cos, sin, layout=layout, positions=start)
@@ -453,6 +454,8 @@ def test_cached_decoding_right_passes_and_the_two_known_faults_are_named():
     fails_with(check_cached_decoding(cached_step(shift=1)), "cache", "one position late", "cache length + 1")
     fails_with(check_cached_decoding(cached_step(rotate_v=True)), "cache", "rotating the values")
     fails_with(check_cached_decoding(cached_step(shift=2)), "cache", "differs from the full pass")
+    fails_with(check_cached_decoding(cached_step(q_shift=-1)), "cache", "queries after the prompt one position early")
+    fails_with(check_cached_decoding(cached_step(q_shift=1)), "cache", "queries after the prompt one position late")
     assert "It matches" not in check_cached_decoding(cached_step(shift=2)).diagnosis  # not recognised: said so
     memo = {}
 
