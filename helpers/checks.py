@@ -1574,6 +1574,18 @@ def check_sinusoidal(pe_fn, *, d: int = 64, n_positions: int = 128, base: float 
             break
     findings = []
     if found is None:
+        shifted = sinusoidal_pe(n_positions + 1, d, base, dtype=torch.float64)[1:]  # rows of positions 1 .. T
+        if bool(((pe - shifted).abs() <= full_tol + FLOAT32_ANGLE * speeds.repeat_interleave(2)).all()):
+            findings.append(
+                Finding(
+                    "layout",
+                    False,
+                    f"position 0 should be [0, 1, 0, 1, ...] (sin 0 = 0, cos 0 = 1); it is "
+                    f"[{', '.join(_num(x) for x in row0[:4])}, ...], and row t holds position t + 1: the positions "
+                    "are counted from 1 (arange(1, T + 1)); the first token must get position 0.",
+                )
+            )
+            return _report("check_sinusoidal", findings, ("layout", "speeds"))
         findings.append(
             Finding(
                 "layout",

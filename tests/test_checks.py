@@ -502,7 +502,12 @@ def test_sinusoidal_right_passes_and_each_wrong_table_is_named():
     fails_with(swapped, "layout", "sin and cos swapped")
     assert swapped.finding("speeds").passed
     fails_with(check_sinusoidal(lambda T, d: tutorial_pe(T, d, concat=True)), "layout", "concatenated [sin ... | cos")
-    fails_with(check_sinusoidal(lambda T, d: tutorial_pe(T + 1, d)[1:]), "layout", "do not start at 0")
+    fails_with(
+        check_sinusoidal(lambda T, d: tutorial_pe(T + 1, d)[1:]),
+        "layout",
+        "row t holds position t + 1",
+        "counted from 1",
+    )
 
     def per_column_exponent(T, d):  # column k uses 10000^(-k/d): the two columns of a pair differ
         angle = torch.arange(T, dtype=torch.float64)[:, None] * 10000.0 ** (-torch.arange(d) / d)
