@@ -17,8 +17,10 @@ import helpers
 def reference_bucket(relative_position: int, bidirectional: bool, num_buckets: int, max_distance: int):
     """Hugging Face T5's bucketing, one Python int at a time in float64.
 
-    Returns ``(bucket, tie)``: ``tie`` is True where the value before truncation lies within 1e-6
-    of an integer, the only place where float32 (which T5 uses) and float64 may disagree.
+    Returns ``(bucket, tie)``: ``tie`` is True where the value before truncation lies so close to an
+    integer that float32 (which T5 uses) and float64 may truncate it to neighbouring buckets: within
+    64 float32 rounding steps of the value (a logarithm, a division and two products in float32 are
+    off by a few; seen: 51.99999889 in float64 is 52 in float32, 1.1e-6 from the integer).
     """
     bucket = 0
     if bidirectional:
@@ -32,7 +34,7 @@ def reference_bucket(relative_position: int, bidirectional: bool, num_buckets: i
     if n < max_exact:
         return bucket + n, False
     value = math.log(n / max_exact) / math.log(max_distance / max_exact) * (num_buckets - max_exact)
-    tie = abs(value - round(value)) < 1e-6
+    tie = abs(value - round(value)) < 64 * 2.0**-24 * max(1.0, abs(value))
     return bucket + min(max_exact + int(value), num_buckets - 1), tie
 
 
@@ -391,3 +393,11 @@ def test_t5_bias_goes_with_unscaled_scores():
     _, plain_q = helpers.attention(q, k, v, bias=bias)
     assert torch.allclose(scaled_q, t5, atol=1e-12)
     assert not torch.allclose(plain_q, t5, atol=1e-3)
+
+
+def test_a_float32_tie_found_by_hypothesis_is_accepted():
+    # bidirectional=False, 110 buckets, max_distance 818: at distance 706 the value before truncation is
+    # 51.99999889 in float64 and 52 in float32; helpers follows float32, as T5 does.
+    got = helpers.relative_position_bucket(torch.tensor([-706]), False, 110, 818).item()
+    want, tie = reference_bucket(-706, False, 110, 818)
+    assert tie and (want, got) == (106, 107)
