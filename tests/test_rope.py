@@ -708,7 +708,8 @@ def _weighted_cos_at_1(theta):
 
 def test_scaling_drawing_offset_axis_follows_the_factor():
     """The right panel reaches the target length sL: out to the power of two times L at or above sL
-    (at least 2L), with a mark at sL; only crossing into another span lays the figure out again."""
+    (at least 2L), with a mark at sL; only a span not drawn before lays the figure out again (the
+    background of each span drawn is kept)."""
     length = 2048
     drawing = helpers.plots.rope_scaling(base=10000.0, factor=4.0, method="yarn", original_len=length)
     score_ax = drawing.fig.axes[1]
@@ -722,7 +723,9 @@ def test_scaling_drawing_offset_axis_follows_the_factor():
         drawing.render()  # the new layout draws
     drawing.update(factor=7.0)  # the same span as 5.5: no new layout, the cached background is kept
     assert drawing._background is not None
-    drawing.update(factor=9.0)  # into the next span: laid out again
+    drawing.update(factor=9.0)  # into the next span, drawn before (16L): its kept background
+    assert drawing._background is not None
+    drawing.update(factor=40.0)  # a span never drawn (64L): laid out again
     assert drawing._background is None
 
 

@@ -38,7 +38,7 @@ def rope_rotation(theta_deg: float = 30.0, m: int = 2) -> Drawing:
     ax.annotate("", xy=(1.0, 0.0), xytext=(0.0, 0.0), arrowprops=dict(arrowstyle="-|>", color="0.45", lw=1.5))
     steps = ax.scatter([], [], s=16, color=pair_color(0), alpha=0.4, label="positions 0 .. m")
     (arc,) = ax.plot([], [], color=pair_color(1), linewidth=1.5, label="angle mθ")
-    (hand,) = ax.plot([], [], color=pair_color(0), linewidth=2.5, label="R_m (1, 0)")
+    (hand,) = ax.plot([], [], color=pair_color(0), linewidth=2.5, label="(1, 0) turned by mθ")
     (tip,) = ax.plot([], [], "o", color=pair_color(0), markersize=7)
     label = ax.text(0.0, 0.0, "", fontsize=9, ha="left", va="bottom")
     ax.plot([], [], color="0.45", linewidth=1.5, label="(1, 0)")
@@ -91,18 +91,30 @@ def rope_upper_bound(bases=(100.0, 10000.0, 500000.0), d: int = 128, max_distanc
     and bound it by ``max_i |h_(i+1) - h_i| · Σ_j |S_j|`` with ``S_j = Σ_(l<j) e^(ιΔθ_l)``; the
     curve is the mean ``(1/(d/2)) Σ_j |S_j|``, on a log axis of the offset from 1 to
     ``max_distance`` tokens. The bound is even in ``Δ``. Static (no parameters to move).
+
+    Every integer offset is computed: each of 700 log-spaced bins of the axis is drawn as the range
+    of the bound over the offsets in it (a band) and its largest value (the line), so that a narrow
+    peak far out, which a sample of offsets would step over, shows.
     """
     fig, ax = new_figure(7.5, 3.6)
-    distance = np.unique(np.round(np.logspace(0, math.log10(max_distance), 700)))
+    edges = np.unique(np.round(np.logspace(0, math.log10(max_distance), 701)).astype(np.int64))  # bin edges
     lines = {}
     for k, base in enumerate(bases):
         theta = _rope.rope_frequencies(d, base)[0].numpy()
-        lines[base] = ax.plot(
-            distance, _upper_bound(distance, theta), color=pair_color(k), linewidth=1.2, label=f"base b = {base:,.0f}"
-        )[0]
+        bound = np.concatenate(
+            [
+                _upper_bound(np.arange(a, min(a + 4096, max_distance + 1)), theta)
+                for a in range(1, max_distance + 1, 4096)
+            ]
+        )  # (max_distance,): offsets 1 .. max_distance
+        starts = edges[:-1] - 1  # bins [edges[b], edges[b + 1]) as indices into bound
+        top = np.maximum.reduceat(bound, starts)
+        low = np.minimum.reduceat(bound, starts)
+        ax.fill_between(edges[:-1], low, top, color=pair_color(k), alpha=0.18, linewidth=0)
+        lines[base] = ax.plot(edges[:-1], top, color=pair_color(k), linewidth=1.0, label=f"base b = {base:,.0f}")[0]
     ax.set_xscale("log")
     ax.set_xlabel("offset Δ = m - n (tokens, log scale)")
-    ax.set_ylabel("relative upper bound")
+    ax.set_ylabel("relative upper bound, mean |S_j|")
     ax.set_title(f"RoFormer's long-range bound, d = {d}: it falls with the offset, not monotonically")
     ax.legend(fontsize=8, frameon=False)
     ax.grid(alpha=0.3)
