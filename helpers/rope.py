@@ -4,7 +4,7 @@ Notation: ``T`` positions, ``d`` head width (even; the width of one attention he
 ``d_model``), ``i`` pair index, ``θ_i = b^(-2i/d)``, ``s`` scaling factor, ``L`` original
 (training) context length, ``m`` the query's position, ``n`` the key's, ``Δ = m - n`` their offset.
 
-RoPE rotates each pair of a query or key (never a value), head by head, by ``m θ_i`` at position
+RoPE rotates each pair of a query or key (not a value, in standard RoPE), head by head, by ``m θ_i`` at position
 ``m``; then ``(R_m q)ᵀ (R_n k) = qᵀ R_(n-m) k = qᵀ R_(-Δ) k`` depends on the positions only through
 the offset ``Δ = m - n``.
 
@@ -39,8 +39,8 @@ whole model config and do the same.
 - ``{"type": "default"}``: plain RoPE (the same as ``scaling=None``).
 - ``{"type": "linear", "factor": s}``: Position Interpolation (Chen et al. 2023), every ``θ_i / s``.
 - ``{"type": "ntk", "factor": s}``: NTK-aware scaling (bloc97, 2023), a fixed base
-  ``b s^(d/(d-2))``. Hugging Face has no such type: its "dynamic" recomputes the base from the
-  current length.
+  ``b s^(d/(d-2))``. Hugging Face's shared RoPE types have no such type (HunYuan's model code has
+  one, ``ntk_alpha``): its "dynamic" recomputes the base from the current length.
 - ``{"type": "dynamic", "factor": s, "original_max_len": L, "seq_len": T}``: Hugging Face's dynamic
   NTK, the factor grown from 1 as the sequence passes ``L``: base ``b (s T/L - (s-1))^(d/(d-2))``.
   The grown factor reaches ``s`` at ``T = (2 - 1/s) L`` and ``s² - s + 1`` at ``T = sL``.
@@ -276,8 +276,9 @@ def rope_cos_sin(
     - float16 and bfloat16: computed in float64 and correctly rounded to the dtype (torch's own
       float64 cast rounds twice, through float32, and is avoided); on a device without float64,
       such as MPS, from float32 sines, then at most one step off in rare cases;
-    - float32: float32 sines of the reduced angle, within 2e-7 of the exact value (a few units in
-      the last place; not always the correctly rounded float32 number).
+    - float32: float32 sines of the reduced angle, within 2e-7 of the exact value, times the
+      attention factor ``a`` where it is above 1 (a few units in the last place; not always the
+      correctly rounded float32 number).
 
     Args:
         positions: an int ``T`` (positions ``0 .. T-1``) or a 1-D tensor of positions.
@@ -450,13 +451,15 @@ def apply_rope(x, cos, sin, *, layout: str | None = None, positions=None, rotary
     packed sequences; the same rows in every head, with no loop over ``b``). The first ``r = rotary_dim``
     dimensions are rotated (all ``d`` by default); the rest pass through unchanged (partial
     rotary, as in GPT-NeoX and GPT-J). The result is a new tensor of ``x``'s dtype and shape;
-    the arithmetic runs in ``x``'s dtype promoted with the tables' dtype.
+    the arithmetic runs in ``x``'s dtype promoted with the tables' dtype, except on the strided
+    path (the half layout, or interleaved pairs that cannot be read as complex numbers, in float32
+    or float64), where the first product is rounded to ``x``'s dtype before the second is added.
 
     Args:
         x: queries or keys ``(..., T, d)``, floating point, any leading dimensions.
         cos, sin: tables from ``rope_cos_sin``, ``(T', r/2)``, on ``x``'s device.
         layout: ``"interleaved"`` (RoFormer, Meta: pairs ``(x_2i, x_2i+1)``) or ``"half"``
-            (GPT-NeoX, Hugging Face: pairs ``(x_i, x_i+r/2)``); with ``rotary_dim`` the pairing is
+            (GPT-NeoX, Hugging Face's Llama 1-3 code: pairs ``(x_i, x_i+r/2)``); with ``rotary_dim`` the pairing is
             within the first ``r`` dimensions. Required: the two pair different dimensions, a
             checkpoint's weights hold only for the one it was trained with, and nothing in ``x``
             tells which that is, so there is no default to fall back on silently.
@@ -490,8 +493,8 @@ def apply_rope(x, cos, sin, *, layout: str | None = None, positions=None, rotary
     sin = check_float_tensor("sin", sin)
     if layout is None:
         raise TypeError(
-            "layout must be given: 'interleaved' (RoFormer, Meta: pairs (x_2i, x_2i+1)) or 'half' (GPT-NeoX, "
-            "Hugging Face checkpoints: pairs (x_i, x_i+d/2)), got None (no default: the two pair different "
+            "layout must be given: 'interleaved' (RoFormer, Meta, GPT-J: pairs (x_2i, x_2i+1)) or 'half' (GPT-NeoX, "
+            "Hugging Face's Llama 1-3 code: pairs (x_i, x_i+d/2)), got None (no default: the two pair different "
             "dimensions, and weights trained with one are wrong with the other)"
         )
     if layout not in LAYOUTS:
