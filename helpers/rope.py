@@ -19,7 +19,9 @@ checkpoint-conversion bug:
 The tables are half width, ``(T, d/2)``: one angle per pair, whatever the layout. Decoding with a
 cache: build the tables once, rotate each new query and key at its absolute position
 (``apply_rope(x, cos, sin, layout=..., positions=offset)``) and attend over the cached, already rotated keys;
-that is the full causal pass, step by step (``tests/test_rope_hf.py``).
+that is the full causal pass, step by step (``tests/test_rope_hf.py``). A step's tensors are small,
+so its cost is per call: ``apply_rope_qk`` rotates the query and the key in one call, and
+``rope_gather`` reads per-row positions' rows once for all layers.
 
 Long-context scaling (``scaling=`` dict, keys as in Hugging Face's ``rope_scaling`` /
 ``rope_parameters``, old and new spellings: ``rope_type`` may stand for ``type`` and
@@ -92,6 +94,8 @@ __all__ = [
     "rope_from_config",
     "rope_settings_from_config",
     "apply_rope",
+    "apply_rope_qk",
+    "rope_gather",
     "yarn_correction_range",
     "LAYOUTS",
     "SCALING_TYPES",
@@ -354,12 +358,19 @@ def _check_tables(x, cos, sin, positions, rotary_dim):
         r = check_int("rotary_dim", rotary_dim, minimum=2)
         if r % 2 or r > d:
             raise ValueError(f"rotary_dim must be a positive even int <= d = {d}, got {r}")
-    if cos.shape != sin.shape or cos.dim() != 2:
-        raise ValueError(f"cos and sin must both have shape (T, d/2), got {tuple(cos.shape)} and {tuple(sin.shape)}")
-    if cos.shape[1] != r // 2:
-        raise ValueError(f"cos and sin must have {r // 2} columns (half the rotated width {r}), got {cos.shape[1]}")
-    if cos.device != x.device or sin.device != x.device:
-        raise ValueError(f"x, cos and sin must be on one device, got {x.device}, {cos.device} and {sin.device}")
+    shape = cos.shape
+    if shape != sin.shape or len(shape) not in (2, 3):
+        raise ValueError(
+            f"cos and sin must both have shape (T, d/2) (tables, read at positions) or (B, T, d/2) (the rows of "
+            f"each batch row, from rope_gather), got {tuple(shape)} and {tuple(sin.shape)}"
+        )
+    if shape[-1] != r // 2:
+        raise ValueError(f"cos and sin must have {r // 2} columns (half the rotated width {r}), got {shape[-1]}")
+    device = x.device
+    if cos.device != device or sin.device != device:
+        raise ValueError(f"x, cos and sin must be on one device, got {device}, {cos.device} and {sin.device}")
+    if len(shape) == 3:
+        return r, *_gathered_rows(x, cos, sin, positions)
     if positions is None:
         positions = 0
     if isinstance(positions, numbers.Integral) and not isinstance(positions, bool):
@@ -401,24 +412,90 @@ def _check_tables(x, cos, sin, positions, rotary_dim):
                 f"positions of shape {shape} hold {shape[0]} rows of positions, but x of shape {tuple(x.shape)} has "
                 f"{x.shape[0]} batch rows (dimension 0); expected positions of shape ({x.shape[0]}, {t}) or (1, {t})"
             )
-    if positions.device != x.device and positions.device.type != "cpu":
-        raise ValueError(
-            f"positions must be on x's device or on the CPU (then moved to x's device), got positions on "
-            f"{positions.device} and x on {x.device}"
-        )
-    # Range check: free for positions on the CPU; one synchronisation for positions on an accelerator
-    # (min and max read together). Meta tensors have no values to check.
-    if positions.numel() and positions.device.type != "meta":
-        low, high = torch.stack(torch.aminmax(positions)).tolist()
-        if low < 0 or high >= cos.shape[0]:
-            raise ValueError(
-                f"positions must lie in 0 .. {cos.shape[0] - 1} (the rows of the tables), got {low} .. {high}"
-            )
-    positions = positions.to(x.device)
+    positions = _checked_rows(positions, cos.shape[0], x.device, "x's device")
     if positions.dim() == 1:
         return r, cos[positions], sin[positions]  # (T, r/2)
     rows = (shape[0], *(1,) * (x.dim() - 3), t, r // 2)  # (B, 1, ..., 1, T, r/2): the same rows in every head
     return r, cos[positions].view(rows), sin[positions].view(rows)
+
+
+def _gathered_rows(x, cos, sin, positions):
+    """Tables ``(B, T, r/2)`` that are already each batch row's rows, as ``(B, 1, ..., 1, T, r/2)`` views."""
+    if positions is not None:
+        raise ValueError(
+            f"positions must be None with cos and sin of shape (B, T, r/2) = {tuple(cos.shape)}, which are already the "
+            f"rows of each batch row (rope_gather reads them at the positions), got positions {positions!r}"
+        )
+    t = x.shape[-2]
+    if x.dim() < 3 or cos.shape[0] not in (1, x.shape[0]) or cos.shape[1] != t:
+        raise ValueError(
+            f"cos and sin of shape (B, T, r/2) = {tuple(cos.shape)} must have T = {t} rows (x.shape[-2]) and B = 1 or "
+            f"x's batch rows, for x of shape (B, ..., T, d) with 3 dimensions or more; got x of shape {tuple(x.shape)}"
+            + (_layout_hint(x, cos.shape[1]) if x.dim() >= 3 and cos.shape[1] != t else "")
+        )
+    if x.dim() == 4:  # (B, H, T, d): (B, 1, T, r/2), the same rows in every head
+        return cos.unsqueeze(1), sin.unsqueeze(1)
+    rows = (cos.shape[0], *(1,) * (x.dim() - 3), t, cos.shape[-1])  # (B, 1, ..., 1, T, r/2)
+    return cos.reshape(rows), sin.reshape(rows)
+
+
+def rope_gather(cos, sin, positions) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rows of the tables ``cos``, ``sin`` ``(T', r/2)`` at ``positions``, checked, for
+    ``apply_rope`` and ``apply_rope_qk`` with ``positions=None``.
+
+    A model rotates the queries and keys of every layer at the same positions: gather the rows once
+    per forward pass and pass them to every layer, instead of passing ``positions`` and gathering in
+    every call (Hugging Face's rotary module likewise makes its ``(B, T, d)`` tables once per pass).
+
+    Args:
+        cos, sin: tables from ``rope_cos_sin``, ``(T', r/2)`` each.
+        positions: an integer tensor of row indices, ``(B, T)`` (per-row positions, as for left
+            padding or packed sequences) or ``(T,)``, on the tables' device or on the CPU, each in
+            ``0 .. T'-1``.
+
+    Returns:
+        ``(cos_rows, sin_rows)``, each ``(B, T, r/2)`` (or ``(T, r/2)`` for ``(T,)`` positions),
+        on the tables' device: ``cos_rows[b, t] = cos[positions[b, t]]``.
+    """
+    cos = check_float_tensor("cos", cos)
+    sin = check_float_tensor("sin", sin)
+    if cos.shape != sin.shape or cos.dim() != 2:
+        raise ValueError(f"cos and sin must both have shape (T', r/2), got {tuple(cos.shape)} and {tuple(sin.shape)}")
+    if sin.device != cos.device:
+        raise ValueError(f"cos and sin must be on one device, got {cos.device} and {sin.device}")
+    if (
+        not isinstance(positions, torch.Tensor)
+        or positions.is_floating_point()
+        or positions.is_complex()
+        or positions.dtype == torch.bool
+        or positions.dim() not in (1, 2)
+    ):
+        raise TypeError(f"positions must be an integer tensor of row indices, (B, T) or (T,), got {positions!r}")
+    positions = _checked_rows(positions, cos.shape[0], cos.device, "the tables' device")
+    return cos[positions], sin[positions]
+
+
+def _checked_rows(positions: torch.Tensor, n_rows: int, device, where: str) -> torch.Tensor:
+    """Integer ``positions`` on ``device`` (moved from the CPU), each a row ``0 .. n_rows - 1`` of the
+    tables. The range check is free for positions on the CPU and one synchronisation on an
+    accelerator (min and max read together); meta tensors have no values to check."""
+    if positions.device != device and positions.device.type != "cpu":
+        raise ValueError(
+            f"positions must be on {where} or on the CPU (then moved there), got positions on {positions.device} "
+            f"and {where} {device}"
+        )
+    if positions.numel() and positions.device.type != "meta":
+        _check_row_range(positions, n_rows)
+    return positions.to(device)
+
+
+def _check_row_range(positions: torch.Tensor, n_rows: int) -> None:
+    if positions.device.type == "cpu":
+        low, high = (v.item() for v in torch.aminmax(positions))
+    else:
+        low, high = torch.stack(torch.aminmax(positions)).tolist()
+    if low < 0 or high >= n_rows:
+        raise ValueError(f"positions must lie in 0 .. {n_rows - 1} (the rows of the tables), got {low} .. {high}")
 
 
 def _complex_ok(x: torch.Tensor, compute: torch.dtype) -> bool:
@@ -457,7 +534,9 @@ def apply_rope(x, cos, sin, *, layout: str | None = None, positions=None, rotary
 
     Args:
         x: queries or keys ``(..., T, d)``, floating point, any leading dimensions.
-        cos, sin: tables from ``rope_cos_sin``, ``(T', r/2)``, on ``x``'s device.
+        cos, sin: tables from ``rope_cos_sin``, ``(T', r/2)``, on ``x``'s device; or the rows of
+            each batch row, ``(B, T, r/2)`` (from ``rope_gather``, ``B`` 1 or ``x``'s batch), with
+            positions None, for ``x`` of shape ``(B, ..., T, d)``.
         layout: ``"interleaved"`` (RoFormer, Meta: pairs ``(x_2i, x_2i+1)``) or ``"half"``
             (GPT-NeoX, Hugging Face's Llama 1-3 code: pairs ``(x_i, x_i+r/2)``); with ``rotary_dim`` the pairing is
             within the first ``r`` dimensions. Required: the two pair different dimensions, a
@@ -486,11 +565,77 @@ def apply_rope(x, cos, sin, *, layout: str | None = None, positions=None, rotary
     numbers); otherwise the result is formed in place with one multiplication and two fused
     multiply-adds (``addcmul_``), about half the memory traffic of the textbook
     ``x * cos + rotate_half(x) * sin`` (``benchmarks/bench_rope.py`` measures both). Under autograd
-    a plain differentiable formula is used instead (``out=`` arguments do not record gradients).
+    the same kernels run and the backward pass is the same rotation turned the other way
+    (``sin -> -sin``); only tables that require a gradient (learned angles) take a plain
+    differentiable formula. A small ``x`` (a decoding step) costs its calls, not its arithmetic:
+    rotate queries and keys with one call of ``apply_rope_qk``, and in a model with many layers
+    gather the rows of per-row positions once per forward pass with ``rope_gather`` and pass them
+    as the tables (``(B, T, r/2)``, positions None); ``benchmarks/bench_rope_vs_hf.py`` times both
+    against Hugging Face's ``apply_rotary_pos_emb``.
     """
     x = check_float_tensor("x", x)
     cos = check_float_tensor("cos", cos)
     sin = check_float_tensor("sin", sin)
+    _check_layout(layout)
+    r, cos, sin = _check_tables(x, cos, sin, positions, rotary_dim)  # (T, r/2) each, or (B, 1, ..., T, r/2)
+    return _rotate(x, cos, sin, layout, r)
+
+
+def apply_rope_qk(q, k, cos, sin, *, layout: str | None = None, positions=None, rotary_dim=None):
+    """Rotate queries ``q`` and keys ``k`` together: ``(apply_rope(q, ...), apply_rope(k, ...))``.
+
+    The same numbers, bit for bit, as two calls of ``apply_rope`` with the same arguments, from one
+    validation and one gather of the tables' rows instead of two, as an attention layer rotates
+    them (Hugging Face's ``apply_rotary_pos_emb(q, k, cos, sin)`` takes the same pair). What it
+    saves is per call, so it matters where the tensors are small: a decoding step.
+
+    Args:
+        q, k: ``(..., T, d)`` each, with the same ``T`` and ``d``; the other dimensions may differ
+            (fewer key heads than query heads, as in grouped-query attention), except that with
+            ``(B, T)`` positions both are ``(B, ..., T, d)`` with as many dimensions and the same ``B``.
+        cos, sin, layout, positions, rotary_dim: as in ``apply_rope``.
+
+    Returns:
+        ``(q_rotated, k_rotated)``, each of its input's dtype and shape.
+    """
+    q = check_float_tensor("q", q)
+    k = check_float_tensor("k", k)
+    cos = check_float_tensor("cos", cos)
+    sin = check_float_tensor("sin", sin)
+    _check_layout(layout)
+    if k.dim() < 2 or q.dim() < 2 or k.shape[-2:] != q.shape[-2:]:
+        raise ValueError(
+            f"q and k must both be (..., T, d) with the same T and d, got q of shape {tuple(q.shape)} and k of "
+            f"shape {tuple(k.shape)}"
+        )
+    if k.device != q.device:
+        raise ValueError(f"q and k must be on one device, got {q.device} and {k.device}")
+    r, cos, sin = _check_tables(q, cos, sin, positions, rotary_dim)  # (T, r/2) each, or (B, 1, ..., T, r/2)
+    if cos.dim() > 2 and (k.dim() != q.dim() or k.shape[0] != q.shape[0]):
+        raise ValueError(
+            f"positions of shape (B, T) need q and k of shape (B, ..., T, d) with as many dimensions and the same "
+            f"B, got q of shape {tuple(q.shape)} and k of shape {tuple(k.shape)}"
+        )
+    if (
+        q.shape == k.shape
+        and q.dtype == k.dtype
+        and q.numel() <= _SMALL
+        and not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad))
+        and q.is_contiguous()
+        and k.is_contiguous()
+    ):
+        # Small tensors (a decoding step) cost their kernel launches, not their memory traffic:
+        # rotate q and k as one stacked tensor (elementwise, so the same numbers as one by one).
+        # The two results are the halves of one buffer; each is contiguous.
+        return _rotate_rows(torch.stack((q, k)), cos, sin, layout, r).unbind(0)
+    return _rotate(q, cos, sin, layout, r), _rotate(k, cos, sin, layout, r)
+
+
+#: Elements per tensor up to which ``apply_rope_qk`` rotates q and k as one stacked tensor.
+_SMALL = 1 << 16
+
+
+def _check_layout(layout) -> None:
     if layout is None:
         raise TypeError(
             "layout must be given: 'interleaved' (RoFormer, Meta, GPT-J: pairs (x_2i, x_2i+1)) or 'half' (GPT-NeoX, "
@@ -499,16 +644,52 @@ def apply_rope(x, cos, sin, *, layout: str | None = None, positions=None, rotary
         )
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
-    r, cos, sin = _check_tables(x, cos, sin, positions, rotary_dim)  # (T, r/2) each
-    h, d = r // 2, x.shape[-1]
-    compute = torch.promote_types(x.dtype, cos.dtype)
-    needs_grad = torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad)
-    if needs_grad:
-        return _apply_rope_autograd(x, cos, sin, layout, r)
+
+
+def _rotate(x, cos, sin, layout: str, r: int) -> torch.Tensor:
+    """Rotate the first ``r`` dimensions of ``x`` by the rows ``cos``, ``sin`` (validated, ``(T, r/2)``
+    or ``(B, 1, ..., 1, T, r/2)``); differentiable where gradients are recorded."""
+    if torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad):
+        if cos.requires_grad or sin.requires_grad:
+            return _apply_rope_autograd(x, cos, sin, layout, r)  # gradients for the tables too
+        return _Rotation.apply(x, cos, sin, layout, r)
+    return _rotate_rows(x, cos, sin, layout, r)
+
+
+class _Rotation(torch.autograd.Function):
+    """The rotation with the gradient of ``x`` only: the backward pass is the same kernel, turned the
+    other way (a rotation's transpose is the rotation by the opposite angle, ``sin -> -sin``)."""
+
+    @staticmethod
+    def forward(ctx, x, cos, sin, layout, r):
+        ctx.save_for_backward(cos, sin)
+        ctx.layout, ctx.r = layout, r
+        return _rotate_rows(x, cos, sin, layout, r)
+
+    @staticmethod
+    def backward(ctx, grad):
+        cos, sin = ctx.saved_tensors
+        # differentiable again when the graph of the gradient is being built (create_graph=True)
+        return _rotate(grad, cos, -sin, ctx.layout, ctx.r), None, None, None, None
+
+
+def _rotate_rows(x, cos, sin, layout: str, r: int) -> torch.Tensor:
+    """The rotation without autograd (see ``apply_rope``'s note on speed)."""
+    h, d, dtype = r // 2, x.shape[-1], x.dtype
+    compute = torch.promote_types(dtype, cos.dtype)
+    if layout == "half" and r == d and x.is_contiguous():
+        # The fewest kernels, which is what counts for a small tensor (a decoding step); the same
+        # numbers as the general path below (tests/test_rope.py compares them bit for bit).
+        if compute == dtype:
+            return _half_rotation(x, cos, sin, h)
+        if dtype in _SHORT and x.is_cpu and x.numel() <= _COPY_BLOCK:  # as the copy path below, in one block
+            return _half_rotation(x.double() if compute == torch.float64 else x.float(), cos, sin, h).to(dtype)
     out = torch.empty_like(x, memory_format=torch.contiguous_format)  # (..., T, d)
     if r < d:
         out[..., r:] = x[..., r:]  # the tail passes through
-    x_rot, out_rot = x[..., :r], out[..., :r]  # (..., T, r) views
+        x_rot, out_rot = x[..., :r], out[..., :r]  # (..., T, r) views
+    else:
+        x_rot, out_rot = x, out
     path = _interleaved_path(x_rot, compute) if layout == "interleaved" else "strided"
     if path == "complex":
         # (x_2i + i x_2i+1) e^(i m θ_i): one kernel, read x once, write the result once.
@@ -527,25 +708,41 @@ def apply_rope(x, cos, sin, *, layout: str | None = None, positions=None, rotary
         work = torch.promote_types(compute, torch.float32)
         t = x_rot.shape[-2]
         rows = max(1, _COPY_BLOCK // max(1, x_rot[..., 0, :].numel()))  # positions per block
+        if rows >= t:
+            _rotate_copy(x_rot, out_rot, cos, sin, layout, work)
+            return out
         for a in range(0, t, rows):
             b = min(t, a + rows)
             _rotate_copy(x_rot[..., a:b, :], out_rot[..., a:b, :], cos[..., a:b, :], sin[..., a:b, :], layout, work)
         return out
     if layout == "interleaved":
         x_p, out_p = x_rot.unflatten(-1, (h, 2)), out_rot.unflatten(-1, (h, 2))  # (..., T, r/2, 2) views
-        x1, x2, o1, o2 = x_p[..., 0], x_p[..., 1], out_p[..., 0], out_p[..., 1]  # (..., T, r/2) views
+        (x1, x2), (o1, o2) = x_p.unbind(-1), out_p.unbind(-1)  # (..., T, r/2) views
         torch.mul(x_p, cos.unsqueeze(-1), out=out_p)  # (..., T, r/2, 2): both members times cos
     else:
         x_p, out_p = x_rot.unflatten(-1, (2, h)), out_rot.unflatten(-1, (2, h))  # (..., T, 2, r/2) views
-        x1, x2, o1, o2 = x_p[..., 0, :], x_p[..., 1, :], out_p[..., 0, :], out_p[..., 1, :]  # (..., T, r/2)
+        (x1, x2), (o1, o2) = x_p.unbind(-2), out_p.unbind(-2)  # (..., T, r/2) views
         torch.mul(x_p, cos.unsqueeze(-2), out=out_p)  # (..., T, 2, r/2): both halves times cos
     o1.addcmul_(x2, sin, value=-1)  # x1 cos - x2 sin
     o2.addcmul_(x1, sin)  # x2 cos + x1 sin
     return out
 
 
-#: Elements of x rotated per block on the copy paths (4 MB of float32).
-_COPY_BLOCK = 1 << 20
+def _half_rotation(x, cos, sin, h: int) -> torch.Tensor:
+    """The half layout, ``x`` contiguous ``(..., T, 2h)``: one multiplication and two fused
+    multiply-adds into a result of ``x``'s dtype promoted with the tables'."""
+    x_p = x.unflatten(-1, (2, h))  # (..., T, 2, h) view
+    out = x_p * cos.unsqueeze(-2)  # (..., T, 2, h): both halves times cos
+    (x1, x2), (o1, o2) = x_p.unbind(-2), out.unbind(-2)  # (..., T, h) views
+    o1.addcmul_(x2, sin, value=-1)  # x1 cos - x2 sin
+    o2.addcmul_(x1, sin)  # x2 cos + x1 sin
+    return out.flatten(-2)  # (..., T, 2h)
+
+
+_SHORT = (torch.bfloat16, torch.float16)
+
+#: Elements of x rotated per block on the copy paths (2 MB of float32).
+_COPY_BLOCK = 1 << 19
 
 
 def _rotate_copy(x_rot, out_rot, cos, sin, layout: str, work: torch.dtype) -> None:
@@ -557,13 +754,7 @@ def _rotate_copy(x_rot, out_rot, cos, sin, layout: str, work: torch.dtype) -> No
         torch.view_as_complex(copy.unflatten(-1, (h, 2))).mul_(turn)  # rotated in place, (..., T, r/2) complex
         out_rot.copy_(copy)
         return
-    rotated = torch.empty_like(copy)  # (..., T, r)
-    x1, x2, o1, o2 = copy[..., :h], copy[..., h:], rotated[..., :h], rotated[..., h:]  # (..., T, r/2) views
-    torch.mul(x1, cos, out=o1)
-    o1.addcmul_(x2, sin, value=-1)  # x1 cos - x2 sin
-    torch.mul(x2, cos, out=o2)
-    o2.addcmul_(x1, sin)  # x2 cos + x1 sin
-    out_rot.copy_(rotated)
+    out_rot.copy_(_half_rotation(copy, cos, sin, h))  # (..., T, r), rounded once
 
 
 def _apply_rope_autograd(x, cos, sin, layout: str, r: int) -> torch.Tensor:

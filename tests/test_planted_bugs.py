@@ -94,9 +94,23 @@ PLANTED = [
     (
         "pair members swapped in the strided (CUDA) interleaved kernel",
         "rope.py",
-        "x1, x2, o1, o2 = x_p[..., 0], x_p[..., 1], out_p[..., 0], out_p[..., 1]",
-        "x1, x2, o1, o2 = x_p[..., 1], x_p[..., 0], out_p[..., 0], out_p[..., 1]",
+        "(x1, x2), (o1, o2) = x_p.unbind(-1), out_p.unbind(-1)",
+        "(x2, x1), (o1, o2) = x_p.unbind(-1), out_p.unbind(-1)",
         "tests/test_rope_settings.py",
+    ),
+    (
+        "the backward pass turns the gradient the same way as the forward",
+        "rope.py",
+        "return _rotate(grad, cos, -sin, ctx.layout, ctx.r), None, None, None, None",
+        "return _rotate(grad, cos, sin, ctx.layout, ctx.r), None, None, None, None",
+        "tests/test_rope.py",
+    ),
+    (
+        "query and key swapped when a decoding step rotates them as one tensor",
+        "rope.py",
+        "return _rotate_rows(torch.stack((q, k)), cos, sin, layout, r).unbind(0)",
+        "return _rotate_rows(torch.stack((k, q)), cos, sin, layout, r).unbind(0)",
+        "tests/test_rope.py",
     ),
     (
         "FlexAttention's block mask one key short when a block's last query sees a block's first key",

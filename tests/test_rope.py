@@ -337,18 +337,134 @@ def test_gradient_is_the_inverse_rotation(layout):
 @pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
 @pytest.mark.parametrize("rotary_dim", [None, 4])
 def test_autograd_path_matches_the_fast_path(layout, shape, dtype, rotary_dim):
-    # Under autograd apply_rope takes another formula: same values, same dtype and shape as the
-    # fast path for any number of leading dimensions, a bfloat16 input against float32 tables
-    # (computed in float32, returned in bfloat16), and a tail that passes through. In bfloat16 the
-    # fast path rounds its partial products, so the two may differ by one unit in the last place.
+    # Under autograd, x that requires a gradient goes through the same kernels as without (its
+    # backward is the same rotation turned the other way), so the values are the same bits, of the
+    # same dtype and shape, for any number of leading dimensions, a bfloat16 input against float32
+    # tables, and a tail that passes through. Only tables that require a gradient take the plain
+    # formula (test_gradient_reaches_a_table_that_requires_one).
     x = torch.randn(shape, generator=torch.Generator().manual_seed(3)).to(dtype)
     cos, sin = helpers.rope_cos_sin(6, rotary_dim or 8, dtype=torch.float32)
     with torch.no_grad():
         fast = helpers.apply_rope(x, cos, sin, layout=layout, rotary_dim=rotary_dim)
     slow = helpers.apply_rope(x.clone().requires_grad_(), cos, sin, layout=layout, rotary_dim=rotary_dim)
     assert slow.dtype == fast.dtype == dtype and slow.shape == fast.shape == x.shape
-    ulp = 0 if dtype == torch.float64 else 2.0**-7  # bfloat16: 8 significant bits
-    torch.testing.assert_close(slow.detach(), fast, rtol=ulp, atol=ulp / 8)
+    assert torch.equal(slow.detach(), fast)
+
+
+@pytest.mark.parametrize("layout", helpers.LAYOUTS)
+@pytest.mark.parametrize("rows", ["offset", "per_row"])
+@pytest.mark.parametrize("rotary_dim", [None, 4])
+def test_gradients_of_the_rotation_pass_gradcheck_twice(layout, rows, rotary_dim):
+    # The backward pass is a custom one (the rotation by -angle): torch's numerical gradients check
+    # it, and the second derivative (create_graph=True), which must go through autograd again.
+    gen = torch.Generator().manual_seed(21)
+    x = torch.randn(2, 3, 5, 8, dtype=torch.float64, generator=gen, requires_grad=True)
+    cos, sin = helpers.rope_cos_sin(12, rotary_dim or 8, dtype=torch.float64)
+    positions = 4 if rows == "offset" else torch.tensor([[0, 3, 4, 9, 11], [5, 1, 1, 2, 7]])
+
+    def rope(t):
+        return helpers.apply_rope(t, cos, sin, layout=layout, positions=positions, rotary_dim=rotary_dim)
+
+    assert torch.autograd.gradcheck(rope, (x,))
+    assert torch.autograd.gradgradcheck(rope, (x,))
+
+
+def _strided_copy(x):
+    """The values of x in a tensor whose last dimension has stride 2: the general kernels."""
+    wide = torch.zeros(*x.shape[:-1], 2 * x.shape[-1], dtype=x.dtype)
+    view = wide[..., ::2]
+    view.copy_(x)
+    return view
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("shape", [(1, 4, 1, 16), (3, 2, 7, 16), (1, 2, 33_000, 16)], ids=["decode", "small", "blocks"])
+def test_the_short_path_gives_the_bits_of_the_general_one(dtype, shape):
+    # A contiguous x in the half layout takes the path with the fewest kernels (what a decoding
+    # step costs); any other x takes the general one (bfloat16 / float16 on the CPU: a float32
+    # copy, a block of positions at a time, rounded once). They must agree to the last bit, or a
+    # cached decode would not be the full pass: a short path that computed in bfloat16 (two
+    # roundings) fails here.
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(22)).to(dtype)
+    cos, sin = helpers.rope_cos_sin(shape[-2], shape[-1])
+    strided = _strided_copy(x)
+    assert x.is_contiguous() and not strided.is_contiguous()
+    fast = helpers.apply_rope(x, cos, sin, layout="half")
+    general = helpers.apply_rope(strided, cos, sin, layout="half")
+    assert fast.dtype == general.dtype == dtype
+    assert torch.equal(fast, general)
+
+
+@pytest.mark.parametrize("layout", helpers.LAYOUTS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(
+    "q_shape, k_shape, positions",
+    [
+        ((1, 8, 1, 16), (1, 8, 1, 16), 37),  # a decoding step: stacked into one tensor
+        ((4, 8, 1, 16), (4, 8, 1, 16), "per_row"),
+        ((2, 8, 3, 16), (2, 2, 3, 16), "per_row"),  # fewer key heads (grouped-query attention)
+        ((2, 8, 3, 16), (2, 8, 3, 16), "rows"),  # rows gathered once by rope_gather
+        ((1, 64, 1100, 16), (1, 64, 1100, 16), None),  # large: one at a time
+    ],
+    ids=["decode", "per-row", "gqa", "gathered", "large"],
+)
+def test_apply_rope_qk_is_two_calls_to_the_bit(layout, dtype, q_shape, k_shape, positions):
+    gen = torch.Generator().manual_seed(23)
+    q, k = torch.randn(q_shape, generator=gen).to(dtype), torch.randn(k_shape, generator=gen).to(dtype)
+    cos, sin = helpers.rope_cos_sin(1200, 16)
+    tables, kind = (cos, sin), positions
+    if kind in ("per_row", "rows"):
+        positions = torch.randint(0, 1200, (q_shape[0], q_shape[2]), generator=gen)
+    if kind == "rows":
+        tables, positions = helpers.rope_gather(cos, sin, positions), None
+    got_q, got_k = helpers.apply_rope_qk(q, k, *tables, layout=layout, positions=positions)
+    want_q, want_k = (helpers.apply_rope(t, *tables, layout=layout, positions=positions) for t in (q, k))
+    assert torch.equal(got_q, want_q) and torch.equal(got_k, want_k)
+    assert got_q.is_contiguous() and got_k.is_contiguous()
+    got_q.zero_()  # two results, not one: writing to one leaves the other
+    assert torch.equal(got_k, want_k)
+
+
+def test_rope_gather_reads_the_rows_at_the_positions():
+    cos, sin = helpers.rope_cos_sin(50, 8, dtype=torch.float64)
+    positions = torch.tensor([[3, 49, 0], [7, 7, 12]])
+    x = torch.randn(2, 4, 3, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(24))
+    cos_rows, sin_rows = helpers.rope_gather(cos, sin, positions)
+    assert cos_rows.shape == sin_rows.shape == (2, 3, 4)
+    for layout in helpers.LAYOUTS:
+        want = helpers.apply_rope(x, cos, sin, layout=layout, positions=positions)
+        assert torch.equal(helpers.apply_rope(x, cos_rows, sin_rows, layout=layout), want)
+        assert torch.equal(helpers.apply_rope(x, cos_rows[:1], sin_rows[:1], layout=layout)[0], want[0])
+    one_row = helpers.rope_gather(cos, sin, torch.tensor([3, 49, 0]))  # (T,) positions: a (T, r/2) table
+    assert torch.equal(one_row[0], cos[[3, 49, 0]]) and torch.equal(one_row[1], sin[[3, 49, 0]])
+
+
+def test_bad_gathers_and_gathered_tables_are_named():
+    cos, sin = helpers.rope_cos_sin(50, 8)
+    x = torch.randn(2, 4, 3, 8)
+    rows = helpers.rope_gather(cos, sin, torch.tensor([[1, 2, 3], [4, 5, 6]]))
+    raises_naming(ValueError, lambda: helpers.rope_gather(cos, sin, torch.tensor([[1, -1, 3]])), "positions", "-1")
+    raises_naming(ValueError, lambda: helpers.rope_gather(cos, sin, torch.tensor([[1, 50]])), "positions", "49", "50")
+    raises_naming(TypeError, lambda: helpers.rope_gather(cos, sin, torch.tensor([[1.0, 2.0]])), "positions")
+    raises_naming(TypeError, lambda: helpers.rope_gather(cos, sin, [1, 2]), "positions")
+    raises_naming(ValueError, lambda: helpers.rope_gather(cos, sin[:, :2], torch.tensor([1])), "cos", "sin")
+    raises_naming(
+        ValueError, lambda: helpers.apply_rope(x, *rows, layout="half", positions=torch.tensor([0, 1, 2])), "positions"
+    )
+    raises_naming(ValueError, lambda: helpers.apply_rope(x[..., :2, :], *rows, layout="half"), "cos", "sin", "T", "2")
+    raises_naming(ValueError, lambda: helpers.apply_rope(x[:1].expand(3, 4, 3, 8), *rows, layout="half"), "cos", "3")
+    raises_naming(ValueError, lambda: helpers.apply_rope(x[0, 0], *rows, layout="half"), "cos", "(3, 8)")
+    raises_naming(ValueError, lambda: helpers.apply_rope_qk(x, x[..., :2, :], cos, sin, layout="half"), "q", "k")
+    raises_naming(
+        ValueError,
+        lambda: helpers.apply_rope_qk(x, x[:1], *rows, layout="half"),
+        "q",
+        "k",
+        "(2, 4, 3, 8)",
+        "(1, 4, 3, 8)",
+    )
+    raises_naming(TypeError, lambda: helpers.apply_rope_qk(x, x, cos, sin), "layout")
+    raises_naming(TypeError, lambda: helpers.apply_rope_qk(x, x.long(), cos, sin, layout="half"), "k")
 
 
 @pytest.mark.parametrize("layout", helpers.LAYOUTS)
