@@ -17,7 +17,7 @@ export HELPERS_DEVICE ?= cpu
 export PYTHONHASHSEED := 0
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: setup setup-lab lab test test-portable test-unit test-notebooks test-browser lint format diff-setup mutants notebooks experiment experiment-checks bench slides html clean
+.PHONY: setup setup-lab lab test test-portable test-unit test-notebooks test-browser lint format diff-setup mutants notebooks experiment experiment-checks experiment-stretch bench slides html clean
 
 setup: $(STAMP)
 setup-lab: $(STAMP_LAB)
@@ -104,6 +104,11 @@ experiment: $(STAMP)
 experiment-checks: $(STAMP)
 	$(PY) -m helpers.experiment --check fresh $(if $(DEVICE),--device $(DEVICE))
 	$(PY) -m helpers.experiment --check long $(if $(DEVICE),--device $(DEVICE))
+
+# The context-stretching experiment (helpers.stretch): RoPE models trained at L, read at 2L-8L under six
+# RoPE scalings, without and after a short fine-tune at 4L; rewrites data/stretch.json.
+experiment-stretch: $(STAMP)
+	$(PY) -m helpers.stretch --out data/stretch.json
 
 bench: $(STAMP)
 	$(PY) benchmarks/interactive_latency.py

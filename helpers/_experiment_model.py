@@ -51,6 +51,14 @@ class _Block(nn.Module):
         return x, weights
 
 
+def _scaling_at(scaling, length: int):
+    """A model's ``rope_scaling`` (None, or a ``helpers.rope_cos_sin`` scaling dict) for a sequence of
+    ``length`` tokens: "dynamic" reads the length (its base grows past the original length)."""
+    if scaling is not None and scaling.get("type") == "dynamic":
+        return {**scaling, "seq_len": length}
+    return scaling
+
+
 class TinyTransformer(nn.Module):
     """A small decoder-only Transformer whose position scheme is a parameter.
 
@@ -71,7 +79,13 @@ class TinyTransformer(nn.Module):
 
     ``forward(tokens)`` maps int64 ``(B, T)`` to logits ``(B, T, V)``; with ``need_weights=True``
     it returns ``(logits, weights)``, ``weights`` a list of ``(B, H, T, T)``, one per layer.
+
+    ``rope_scaling``: None, or a ``helpers.rope_cos_sin`` scaling dict for the RoPE tables at every
+    length ("dynamic" reads each sequence's length); ``helpers.stretch`` sets it. It is a setting of
+    the forward pass, not a weight: it is not in the state dict.
     """
+
+    rope_scaling = None
 
     def __init__(
         self,
@@ -150,7 +164,14 @@ class TinyTransformer(nn.Module):
         elif self.scheme == "sinusoidal":
             x = x + sinusoidal_pe(t, self.d_model, self.rope_base, device=x.device, dtype=x.dtype)  # (T, d)
         elif self.scheme == "rope":
-            rope = rope_cos_sin(t, self.d_model // self.n_heads, self.rope_base, device=x.device, dtype=x.dtype)
+            rope = rope_cos_sin(
+                t,
+                self.d_model // self.n_heads,
+                self.rope_base,
+                scaling=_scaling_at(self.rope_scaling, t),
+                device=x.device,
+                dtype=x.dtype,
+            )
         elif self.scheme == "alibi":
             bias = alibi_bias(self.n_heads, t, device=x.device, dtype=x.dtype)  # (H, T, T), -inf above diagonal
             if self.alibi_scale != 1.0:
@@ -184,7 +205,10 @@ class TinyEnsemble(nn.Module):
 
     ``forward(tokens)`` maps int64 ``(E, B, T)`` to logits ``(E, B, T, V)``; ``member(e)``
     returns member ``e`` as a ``TinyTransformer`` of its own (to save, to draw attention maps).
+    ``rope_scaling`` as in ``TinyTransformer`` (the members' own setting is not read).
     """
+
+    rope_scaling = None
 
     def __init__(self, models):
         super().__init__()
@@ -280,7 +304,8 @@ class TinyEnsemble(nn.Module):
         elif self.scheme == "sinusoidal":
             x = x + sinusoidal_pe(t, d, self.arguments["rope_base"], device=x.device, dtype=x.dtype)  # (T, d)
         elif self.scheme == "rope":
-            rope = rope_cos_sin(t, d // h, self.arguments["rope_base"], device=x.device, dtype=x.dtype)
+            scaling = _scaling_at(self.rope_scaling, t)
+            rope = rope_cos_sin(t, d // h, self.arguments["rope_base"], scaling=scaling, device=x.device, dtype=x.dtype)
         elif self.scheme == "alibi":
             bias = alibi_bias(h, t, device=x.device, dtype=x.dtype)  # (H, T, T), -inf above the diagonal
             if self.arguments["alibi_scale"] != 1.0:

@@ -178,3 +178,50 @@ def text_batch(
 def decode(ids) -> str:
     """The text of text-task ids (the extra symbol shows as ``"?"``)."""
     return "".join(TEXT_SYMBOLS[i] if i < len(TEXT_SYMBOLS) else "?" for i in torch.as_tensor(ids).tolist())
+
+
+#: "passkey": the token that marks the key, the token that asks for it, and the first key id.
+PASSKEY_MARK, PASSKEY_QUERY, PASSKEY_FIRST_KEY = 0, 1, 2
+
+
+def passkey_batch(
+    batch_size: int,
+    length: int,
+    *,
+    vocab: int,
+    keys: int,
+    generator: torch.Generator | None = None,
+    device=None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A batch of "retrieve the passkey" examples: a key hidden at a random place, asked for at the end.
+
+    A sequence is filler (uniform over the ids ``2 .. vocab - 1``, which include the keys) with
+    the mark ``PASSKEY_MARK`` at a position ``p`` uniform in ``0 .. T - 3``, the key (one of the
+    ``keys`` ids ``2 .. keys + 1``) at ``p + 1``, and the query ``PASSKEY_QUERY`` at the last
+    position. The one scored prediction is the next token after the query: the key, ``T - 2 - p``
+    positions back (from 1 to ``T - 2``), whatever the length. The key's id does not give it away
+    (the filler holds the same ids): only its place, right after the mark, does. Chance is
+    ``1 / keys``.
+
+    Returns:
+        ``inputs`` int64 ``(B, T)``; ``targets`` int64 ``(B, T)`` (the key at the last position,
+        0 elsewhere); ``mask`` bool ``(B, T)``, True at the last position only.
+    """
+    batch_size = check_int("batch_size", batch_size, minimum=1)
+    length = check_int("length", length, minimum=3)
+    vocab = check_int("vocab", vocab, minimum=5)
+    keys = check_int("keys", keys, minimum=2)
+    if keys > vocab - PASSKEY_FIRST_KEY:
+        raise ValueError(f"keys must be <= vocab - 2 ({vocab - 2}), the ids that are not marks, got {keys}")
+    inputs = torch.randint(PASSKEY_FIRST_KEY, vocab, (batch_size, length), generator=generator)  # (B, T)
+    where = torch.randint(0, length - 2, (batch_size,), generator=generator)  # (B,) the mark's position p
+    key = torch.randint(PASSKEY_FIRST_KEY, PASSKEY_FIRST_KEY + keys, (batch_size,), generator=generator)  # (B,)
+    rows = torch.arange(batch_size)
+    inputs[rows, where] = PASSKEY_MARK
+    inputs[rows, where + 1] = key
+    inputs[:, -1] = PASSKEY_QUERY
+    targets = torch.zeros_like(inputs)
+    targets[:, -1] = key
+    mask = torch.zeros(batch_size, length, dtype=torch.bool)
+    mask[:, -1] = True
+    return inputs.to(device), targets.to(device), mask.to(device)

@@ -1,0 +1,179 @@
+"""The context-stretching experiment (``helpers.stretch``): its task, its RoPE settings, the hook
+that puts them into the model, fine-tuning, scoring, and the cached results."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from _support import raises_naming
+
+import helpers
+from helpers import stretch
+from helpers._experiment_model import TinyEnsemble, TinyTransformer
+from helpers._experiment_tasks import PASSKEY_FIRST_KEY, PASSKEY_MARK, PASSKEY_QUERY, passkey_batch
+
+L = 32
+
+
+def test_a_passkey_is_found_only_by_its_place_after_the_mark():
+    gen = torch.Generator().manual_seed(0)
+    inputs, targets, mask = passkey_batch(4000, 40, vocab=32, keys=16, generator=gen)
+    rows = torch.arange(4000)
+    marks = inputs == PASSKEY_MARK
+    assert (marks.sum(dim=1) == 1).all() and (inputs[:, :-1] != PASSKEY_QUERY).all()
+    assert (inputs[:, -1] == PASSKEY_QUERY).all()
+    where = marks.double().argmax(dim=1)  # (B,)
+    key = inputs[rows, where + 1]
+    assert ((key >= PASSKEY_FIRST_KEY) & (key < PASSKEY_FIRST_KEY + 16)).all()
+    assert torch.equal(targets[:, -1], key) and mask[:, -1].all() and mask.sum() == 4000
+    distance = 40 - 2 - where
+    assert distance.min() == 1 and distance.max() == 38  # every distance from 1 to T - 2
+    # The filler holds key ids too: a key is not given away by its id (a task whose filler avoided
+    # the keys was solved with no position at all, by every scaling, at every length).
+    filler = inputs.clone()
+    filler[rows, where + 1] = -1
+    filler[marks] = -1
+    filler[:, -1] = -1
+    in_key_range = (filler >= PASSKEY_FIRST_KEY) & (filler < PASSKEY_FIRST_KEY + 16)
+    assert in_key_range.float().mean() > 0.4  # 16 of the 30 filler ids
+
+
+def test_bad_passkey_settings_are_named():
+    raises_naming(ValueError, lambda: passkey_batch(2, 2, vocab=32, keys=16), "length", "2")
+    raises_naming(ValueError, lambda: passkey_batch(2, 8, vocab=32, keys=31), "keys", "31", "30")
+    raises_naming(TypeError, lambda: passkey_batch(2, 8, vocab=32, keys=4.0), "keys", "4.0")
+
+
+@pytest.mark.parametrize("method", stretch.METHODS)
+def test_each_method_is_the_scaling_of_rope_cos_sin(method):
+    scaling = stretch.method_scaling(method, 4, L, seq_len=100)
+    if method == "none":
+        assert scaling is None
+        return
+    assert scaling["type"] == method and scaling["factor"] == 4.0
+    cos, sin = helpers.rope_cos_sin(100, 16, 10000.0, scaling=scaling)
+    plain_cos, _ = helpers.rope_cos_sin(100, 16, 10000.0)
+    assert not torch.equal(cos, plain_cos)  # every method changes the tables at 100 > L positions
+    if method == "linear":  # position interpolation: row m is plain RoPE's row m / 4
+        cos_at, _ = helpers.rope_cos_sin(torch.arange(100, dtype=torch.float64) / 4, 16, 10000.0)
+        torch.testing.assert_close(cos, cos_at)
+
+
+def test_an_unknown_method_is_named():
+    raises_naming(ValueError, lambda: stretch.method_scaling("ntk-by-parts", 4, L), "method", "ntk-by-parts")
+
+
+def _models(seeds=(0, 1)):
+    models = []
+    for seed in seeds:
+        torch.manual_seed(seed)
+        models.append(TinyTransformer("rope", vocab=32, max_len=128))
+    return models
+
+
+@pytest.mark.parametrize("method", ["linear", "dynamic", "yarn"])
+def test_the_model_reads_its_scaling_alone_and_in_an_ensemble(method):
+    # The scaling must reach the RoPE tables of both forward passes (a hook in one of them only
+    # would fine-tune one setting and score another); "dynamic" changes nothing up to L.
+    models = _models()
+    tokens = torch.randint(0, 32, (2, 3, 96), generator=torch.Generator().manual_seed(1))  # (E, B, T)
+    ensemble = TinyEnsemble(models)
+    with torch.no_grad():
+        plain = ensemble(tokens)
+        scaling = stretch.method_scaling(method, 4, L)
+        ensemble.rope_scaling = scaling
+        scaled = ensemble(tokens)
+        for e, model in enumerate(models):
+            model.rope_scaling = scaling
+            torch.testing.assert_close(model(tokens[e]), scaled[e], rtol=1e-5, atol=1e-5)
+        assert not torch.allclose(plain, scaled)
+        short = tokens[..., :L]
+        ensemble.rope_scaling = None
+        unscaled_short = ensemble(short)
+        ensemble.rope_scaling = scaling
+        same = torch.equal(ensemble(short), unscaled_short)
+    assert same == (method == "dynamic")
+
+
+def test_the_default_model_has_no_scaling_and_its_state_carries_none():
+    model = _models((0,))[0]
+    assert model.rope_scaling is None and TinyEnsemble([model]).rope_scaling is None
+    model.rope_scaling = stretch.method_scaling("linear", 4, L)
+    assert set(model.state_dict()) == set(_models((0,))[0].state_dict())
+
+
+def _quick_config(**changes):
+    values = {**stretch.QUICK, "tasks": ("lag",), "methods": ("none", "linear")}
+    values.update(changes)
+    return stretch.StretchConfig(**values)
+
+
+def test_fine_tuning_scores_the_untouched_model_at_budget_0_and_reads_s_times_longer_batches(monkeypatch):
+    config = _quick_config(budgets=(0, 2))
+    models = _models()
+    seen, shapes = {}, []
+    original = stretch.stretch_batch
+
+    def spy(task, cfg, batch_size, length, **kwargs):
+        shapes.append((batch_size, length))
+        return original(task, cfg, batch_size, length, **kwargs)
+
+    monkeypatch.setattr(stretch, "stretch_batch", spy)
+    before = [{k: v.clone() for k, v in m.state_dict().items()} for m in models]
+
+    def on_budget(steps, ensemble):
+        seen[steps] = [ensemble.member(j).state_dict() for j in range(ensemble.members)]
+        assert ensemble.rope_scaling == stretch.method_scaling("linear", 4, L)
+
+    stretch.fine_tune(models, "lag", "linear", config, on_budget=on_budget)
+    assert sorted(seen) == [0, 2]
+    for j in range(2):
+        assert all(torch.equal(seen[0][j][k], before[j][k]) for k in before[j])
+        assert any(not torch.equal(seen[2][j][k], before[j][k]) for k in before[j])
+    assert set(shapes) == {(32 // 4, 4 * L)}  # as many tokens per step as in training
+
+
+def test_scores_split_within_and_past_the_training_length():
+    config = _quick_config(tasks=("passkey", "lag"))
+    ensemble = TinyEnsemble(_models())
+    for task in ("lag", "passkey"):
+        sets = stretch.evaluation_sets(task, config)
+        scores = stretch.score_members(ensemble, task, sets, L)
+        assert len(scores) == 2
+        for member in scores:
+            assert member[str(L)]["loss_past"] is None and member[str(L)]["loss_within"] is not None
+            assert member[str(2 * L)]["loss_past"] is not None and member[str(2 * L)]["loss_within"] is not None
+            assert all(0 <= member[str(t)]["accuracy_within"] <= 1 for t in config.eval_lengths)
+
+
+@pytest.mark.slow
+def test_a_quick_run_gives_every_budget_seed_and_length():
+    config = _quick_config()
+    results = stretch.run_stretch(config, workers=1, progress=False)
+    runs = results["runs"]
+    assert {(r["method"], r["budget"], r["seed"]) for r in runs} == {
+        (m, b, s) for m in ("none", "linear") for b in (0, 10) for s in (0, 1)
+    }
+    assert all(set(r["eval"]) == {str(t) for t in config.eval_lengths} for r in runs)
+    summary = results["summary"]["lag"]
+    mean, low, high = summary["none"]["0"][str(2 * L)]["accuracy_past"]
+    assert low <= mean <= high
+    # Position interpolation by 4 moves "three places back" to 3/4 of a place: the unscaled model
+    # copies the right token at L, the interpolated one does not, before any fine-tuning.
+    none_at_l = summary["none"]["0"][str(L)]["accuracy_within"][0]
+    linear_at_l = summary["linear"]["0"][str(L)]["accuracy_within"][0]
+    assert none_at_l > linear_at_l + 0.3
+
+
+def test_the_cached_results_match_the_current_settings():
+    results = stretch.load_stretch()
+    config = stretch.StretchConfig()
+    assert results["config"] == config.to_dict()
+    expected = {
+        (task, method, budget, seed)
+        for task in config.tasks
+        for method in config.methods
+        for budget in config.budgets
+        for seed in config.seeds[task]
+    }
+    assert {(r["task"], r["method"], r["budget"], r["seed"]) for r in results["runs"]} == expected
