@@ -205,7 +205,8 @@ class TinyEnsemble(nn.Module):
 
     ``forward(tokens)`` maps int64 ``(E, B, T)`` to logits ``(E, B, T, V)``; ``member(e)``
     returns member ``e`` as a ``TinyTransformer`` of its own (to save, to draw attention maps).
-    ``rope_scaling`` as in ``TinyTransformer`` (the members' own setting is not read).
+    ``rope_scaling`` as in ``TinyTransformer`` (the members' own setting is not read; ``member`` and
+    ``select`` carry the ensemble's).
     """
 
     rope_scaling = None
@@ -246,6 +247,7 @@ class TinyEnsemble(nn.Module):
             raise ValueError(f"e must be < {self.members} (the number of members), got {e}")
         model = TinyTransformer(**self.arguments)
         model.load_state_dict({name: self._p(name)[e].detach().clone() for name in self.names})
+        model.rope_scaling = self.rope_scaling
         return model.to(self._p("embed.weight").device).eval()
 
     def select(self, rows) -> "TinyEnsemble":
@@ -259,6 +261,7 @@ class TinyEnsemble(nn.Module):
         chosen = TinyEnsemble.__new__(TinyEnsemble)
         nn.Module.__init__(chosen)
         chosen.arguments, chosen.names, chosen.members = dict(self.arguments), list(self.names), len(rows)
+        chosen.rope_scaling = self.rope_scaling
         index = torch.tensor(rows, device=self._p("embed.weight").device)
         chosen.stacked = nn.ParameterDict(
             {key: nn.Parameter(p.detach().index_select(0, index).clone()) for key, p in self.stacked.items()}

@@ -358,6 +358,12 @@ def _check_tables(x, cos, sin, positions, rotary_dim):
         r = check_int("rotary_dim", rotary_dim, minimum=2)
         if r % 2 or r > d:
             raise ValueError(f"rotary_dim must be a positive even int <= d = {d}, got {r}")
+    if x.dtype not in _FLOAT_DTYPES or cos.dtype not in _FLOAT_DTYPES:
+        raise TypeError(
+            f"x and the tables must be float64, float32, bfloat16 or float16, got x {x.dtype} and cos {cos.dtype}"
+        )
+    if cos.dtype != sin.dtype:
+        raise TypeError(f"cos and sin must have one dtype, got {cos.dtype} and {sin.dtype}")
     shape = cos.shape
     if shape != sin.shape or len(shape) not in (2, 3):
         raise ValueError(
@@ -383,15 +389,10 @@ def _check_tables(x, cos, sin, positions, rotary_dim):
                 f"(T = {t}, positions = {start}); build longer tables{hint}"
             )
         return r, cos[start : start + t], sin[start : start + t]  # (T, r/2) views, no copy
-    if (
-        not isinstance(positions, torch.Tensor)
-        or positions.is_floating_point()
-        or positions.is_complex()
-        or positions.dtype == torch.bool
-    ):
+    if not isinstance(positions, torch.Tensor) or positions.dtype not in _INDEX_DTYPES:
         raise TypeError(
-            f"positions must be None, an int offset or an integer tensor of row indices, (T,) or (B, T) with "
-            f"T = {t}, got {positions!r}"
+            f"positions must be None, an int offset or a signed integer tensor of row indices (int64, int32, int16 "
+            f"or int8; torch reads uint8 as a mask), (T,) or (B, T) with T = {t}, got {positions!r}"
         )
     shape = tuple(positions.shape)
     if positions.dim() not in (1, 2):
@@ -463,14 +464,11 @@ def rope_gather(cos, sin, positions) -> tuple[torch.Tensor, torch.Tensor]:
         raise ValueError(f"cos and sin must both have shape (T', r/2), got {tuple(cos.shape)} and {tuple(sin.shape)}")
     if sin.device != cos.device:
         raise ValueError(f"cos and sin must be on one device, got {cos.device} and {sin.device}")
-    if (
-        not isinstance(positions, torch.Tensor)
-        or positions.is_floating_point()
-        or positions.is_complex()
-        or positions.dtype == torch.bool
-        or positions.dim() not in (1, 2)
-    ):
-        raise TypeError(f"positions must be an integer tensor of row indices, (B, T) or (T,), got {positions!r}")
+    if not isinstance(positions, torch.Tensor) or positions.dtype not in _INDEX_DTYPES or positions.dim() not in (1, 2):
+        raise TypeError(
+            f"positions must be a signed integer tensor of row indices (int64, int32, int16 or int8; torch reads "
+            f"uint8 as a mask), (B, T) or (T,), got {positions!r}"
+        )
     positions = _checked_rows(positions, cos.shape[0], cos.device, "the tables' device")
     return cos[positions], sin[positions]
 
@@ -486,6 +484,8 @@ def _checked_rows(positions: torch.Tensor, n_rows: int, device, where: str) -> t
         )
     if positions.numel() and positions.device.type != "meta":
         _check_row_range(positions, n_rows)
+    if positions.dtype in (torch.int8, torch.int16):  # torch indexes with int64 and int32 only
+        return positions.to(device=device, dtype=torch.int64)
     return positions.to(device)
 
 
@@ -527,7 +527,10 @@ def apply_rope(x, cos, sin, *, layout: str | None = None, positions=None, rotary
     ``positions[b, t]`` (a ``(B, T)`` integer tensor: per-row positions, as for left padding or
     packed sequences; the same rows in every head, with no loop over ``b``). The first ``r = rotary_dim``
     dimensions are rotated (all ``d`` by default); the rest pass through unchanged (partial
-    rotary, as in GPT-NeoX and GPT-J). The result is a new tensor of ``x``'s dtype and shape;
+    rotary, as in GPT-NeoX and GPT-J). bfloat16 and float16 on the CPU are computed in float32 (or
+    float64) and rounded once, whatever the tables' dtype, so a decode step is the full pass to the
+    bit; under ``torch.compile`` the fused code may differ by one unit in the last place. The result
+    is a new tensor of ``x``'s dtype and shape;
     the arithmetic runs in ``x``'s dtype promoted with the tables' dtype, except on the strided
     path (the half layout, or interleaved pairs that cannot be read as complex numbers, in float32
     or float64), where the first product is rounded to ``x``'s dtype before the second is added.
@@ -625,9 +628,11 @@ def apply_rope_qk(q, k, cos, sin, *, layout: str | None = None, positions=None, 
         and k.is_contiguous()
     ):
         # Small tensors (a decoding step) cost their kernel launches, not their memory traffic:
-        # rotate q and k as one stacked tensor (elementwise, so the same numbers as one by one).
-        # The two results are the halves of one buffer; each is contiguous.
-        return _rotate_rows(torch.stack((q, k)), cos, sin, layout, r).unbind(0)
+        # rotate q and k as one stacked tensor (elementwise, so the same numbers as one by one),
+        # then copy each half out, so that each result owns its memory (a cache that keeps the
+        # rotated key does not keep the query alive) and is not a view.
+        q_rot, k_rot = _rotate_rows(torch.stack((q, k)), cos, sin, layout, r)
+        return q_rot.clone(), k_rot.clone()
     return _rotate(q, cos, sin, layout, r), _rotate(k, cos, sin, layout, r)
 
 
@@ -661,10 +666,15 @@ class _Rotation(torch.autograd.Function):
     other way (a rotation's transpose is the rotation by the opposite angle, ``sin -> -sin``)."""
 
     @staticmethod
-    def forward(ctx, x, cos, sin, layout, r):
+    def forward(x, cos, sin, layout, r):
+        return _rotate_rows(x, cos, sin, layout, r, own=True)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):  # the form torch.func's transforms need
+        _, cos, sin, layout, r = inputs
         ctx.save_for_backward(cos, sin)
+        ctx.save_for_forward(cos, sin)
         ctx.layout, ctx.r = layout, r
-        return _rotate_rows(x, cos, sin, layout, r)
 
     @staticmethod
     def backward(ctx, grad):
@@ -672,18 +682,26 @@ class _Rotation(torch.autograd.Function):
         # differentiable again when the graph of the gradient is being built (create_graph=True)
         return _rotate(grad, cos, -sin, ctx.layout, ctx.r), None, None, None, None
 
+    @staticmethod
+    def jvp(ctx, x_tangent, *_):  # forward-mode: the rotation is linear in x
+        cos, sin = ctx.saved_tensors
+        return _rotate(x_tangent, cos, sin, ctx.layout, ctx.r)
 
-def _rotate_rows(x, cos, sin, layout: str, r: int) -> torch.Tensor:
-    """The rotation without autograd (see ``apply_rope``'s note on speed)."""
+
+def _rotate_rows(x, cos, sin, layout: str, r: int, own: bool = False) -> torch.Tensor:
+    """The rotation without autograd (see ``apply_rope``'s note on speed); ``own``: a result that is
+    not a view of another tensor."""
     h, d, dtype = r // 2, x.shape[-1], x.dtype
     compute = torch.promote_types(dtype, cos.dtype)
     if layout == "half" and r == d and x.is_contiguous():
         # The fewest kernels, which is what counts for a small tensor (a decoding step); the same
         # numbers as the general path below (tests/test_rope.py compares them bit for bit).
-        if compute == dtype:
-            return _half_rotation(x, cos, sin, h)
-        if dtype in _SHORT and x.is_cpu and x.numel() <= _COPY_BLOCK:  # as the copy path below, in one block
-            return _half_rotation(x.double() if compute == torch.float64 else x.float(), cos, sin, h).to(dtype)
+        if dtype in _SHORT and x.is_cpu:
+            if x.numel() <= _COPY_BLOCK:  # as the copy path below, in one block: float32, rounded once
+                work = torch.float64 if compute == torch.float64 else torch.float32
+                return _half_rotation(x.to(work), cos.to(work), sin.to(work), h).to(dtype)
+        elif compute == dtype:
+            return _half_rotation(x, cos, sin, h, own)
     out = torch.empty_like(x, memory_format=torch.contiguous_format)  # (..., T, d)
     if r < d:
         out[..., r:] = x[..., r:]  # the tail passes through
@@ -728,18 +746,28 @@ def _rotate_rows(x, cos, sin, layout: str, r: int) -> torch.Tensor:
     return out
 
 
-def _half_rotation(x, cos, sin, h: int) -> torch.Tensor:
+def _half_rotation(x, cos, sin, h: int, own: bool = False) -> torch.Tensor:
     """The half layout, ``x`` contiguous ``(..., T, 2h)``: one multiplication and two fused
     multiply-adds into a result of ``x``'s dtype promoted with the tables'."""
     x_p = x.unflatten(-1, (2, h))  # (..., T, 2, h) view
-    out = x_p * cos.unsqueeze(-2)  # (..., T, 2, h): both halves times cos
-    (x1, x2), (o1, o2) = x_p.unbind(-2), out.unbind(-2)  # (..., T, h) views
+    if own:  # a result that is not a view (for autograd's custom function: changed in place after)
+        out = torch.empty(x.shape, dtype=torch.promote_types(x.dtype, cos.dtype), device=x.device)  # (..., T, 2h)
+        out_p = out.unflatten(-1, (2, h))
+        torch.mul(x_p, cos.unsqueeze(-2), out=out_p)  # both halves times cos
+    else:  # no out= argument: forward-mode AD and vmap can run through it
+        out_p = x_p * cos.unsqueeze(-2)  # (..., T, 2, h)
+        out = out_p.flatten(-2)  # (..., T, 2h)
+    (x1, x2), (o1, o2) = x_p.unbind(-2), out_p.unbind(-2)  # (..., T, h) views
     o1.addcmul_(x2, sin, value=-1)  # x1 cos - x2 sin
     o2.addcmul_(x1, sin)  # x2 cos + x1 sin
-    return out.flatten(-2)  # (..., T, 2h)
+    return out
 
 
 _SHORT = (torch.bfloat16, torch.float16)
+#: Index dtypes torch reads as row numbers (uint8 and bool index as masks).
+_INDEX_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8)
+#: The dtypes apply_rope computes in.
+_FLOAT_DTYPES = (torch.float64, torch.float32, torch.bfloat16, torch.float16)
 
 #: Elements of x rotated per block on the copy paths (2 MB of float32).
 _COPY_BLOCK = 1 << 19

@@ -108,8 +108,8 @@ PLANTED = [
     (
         "query and key swapped when a decoding step rotates them as one tensor",
         "rope.py",
-        "return _rotate_rows(torch.stack((q, k)), cos, sin, layout, r).unbind(0)",
-        "return _rotate_rows(torch.stack((k, q)), cos, sin, layout, r).unbind(0)",
+        "q_rot, k_rot = _rotate_rows(torch.stack((q, k)), cos, sin, layout, r)",
+        "q_rot, k_rot = _rotate_rows(torch.stack((k, q)), cos, sin, layout, r)",
         "tests/test_rope.py",
     ),
     (

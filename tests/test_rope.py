@@ -377,16 +377,19 @@ def _strided_copy(x):
     return view
 
 
+@pytest.mark.parametrize("tables", ["float32", "x's dtype"])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("shape", [(1, 4, 1, 16), (3, 2, 7, 16), (1, 2, 33_000, 16)], ids=["decode", "small", "blocks"])
-def test_the_short_path_gives_the_bits_of_the_general_one(dtype, shape):
+def test_the_short_path_gives_the_bits_of_the_general_one(dtype, shape, tables):
     # A contiguous x in the half layout takes the path with the fewest kernels (what a decoding
     # step costs); any other x takes the general one (bfloat16 / float16 on the CPU: a float32
     # copy, a block of positions at a time, rounded once). They must agree to the last bit, or a
     # cached decode would not be the full pass: a short path that computed in bfloat16 (two
     # roundings) fails here.
+    # Tables in x's own short dtype too: the short path computed in bfloat16 there once (a review
+    # found 19% of a bfloat16 prefill's elements off by a rounding against its decode steps).
     x = torch.randn(shape, generator=torch.Generator().manual_seed(22)).to(dtype)
-    cos, sin = helpers.rope_cos_sin(shape[-2], shape[-1])
+    cos, sin = helpers.rope_cos_sin(shape[-2], shape[-1], dtype=torch.float32 if tables == "float32" else dtype)
     strided = _strided_copy(x)
     assert x.is_contiguous() and not strided.is_contiguous()
     fast = helpers.apply_rope(x, cos, sin, layout="half")
@@ -870,3 +873,69 @@ def test_the_copy_paths_give_the_same_bits_block_by_block(layout, dtype, monkeyp
         assert torch.equal(one, many)
     want = slow_rope(x.double(), cos, sin, layout, rows=torch.arange(7, 17))
     assert (blocks[1].double() - want).abs().max().item() <= TOL[dtype] * 4
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("layout", helpers.LAYOUTS)
+def test_decoding_step_by_step_is_the_prefill_to_the_bit_in_a_short_dtype(dtype, layout):
+    # Hugging Face's order: q is (B, T, H, d) transposed to (B, H, T, d), not contiguous for T > 1;
+    # a one-token slice of it is. Tables in x's dtype, as a half-precision model keeps them.
+    cos, sin = helpers.rope_cos_sin(64, 32, dtype=dtype)
+    q = torch.randn(1, 40, 4, 32, generator=torch.Generator().manual_seed(25)).to(dtype).transpose(1, 2)
+    prefill = helpers.apply_rope(q, cos, sin, layout=layout)
+    steps = [helpers.apply_rope(q[:, :, t : t + 1], cos, sin, layout=layout, positions=t) for t in range(40)]
+    assert torch.equal(prefill, torch.cat(steps, dim=2))
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.uint16, torch.bool, torch.float32])
+def test_positions_of_a_dtype_torch_does_not_read_as_row_numbers_are_refused(dtype):
+    # torch indexes with a uint8 tensor as a mask: [3, 3, 3, 3] would silently be rows 0 .. 3.
+    cos, sin = helpers.rope_cos_sin(8, 8)
+    x = torch.randn(1, 2, 4, 8)
+    positions = torch.tensor([3, 3, 3, 3]).to(dtype)
+    raises_naming(TypeError, lambda: helpers.apply_rope(x, cos, sin, layout="half", positions=positions), "positions")
+    raises_naming(TypeError, lambda: helpers.rope_gather(cos, sin, positions), "positions")
+    for signed in (torch.int8, torch.int16, torch.int32):
+        got = helpers.apply_rope(x, cos, sin, layout="half", positions=torch.tensor([3, 3, 3, 3], dtype=signed))
+        assert torch.equal(got, helpers.apply_rope(x, cos, sin, layout="half", positions=torch.tensor([3, 3, 3, 3])))
+
+
+def test_tables_of_two_dtypes_and_dtypes_rope_does_not_compute_in_are_refused():
+    cos, sin = helpers.rope_cos_sin(8, 8)
+    x = torch.randn(1, 2, 4, 8)
+    raises_naming(TypeError, lambda: helpers.apply_rope(x, cos, sin.double(), layout="half"), "cos", "sin")
+    if hasattr(torch, "float8_e4m3fn"):
+        eight = x.to(torch.float8_e4m3fn)
+        raises_naming(TypeError, lambda: helpers.apply_rope(eight, cos, sin, layout="half"), "x")
+
+
+@pytest.mark.parametrize("layout", helpers.LAYOUTS)
+def test_a_result_can_be_changed_in_place_under_autograd(layout):
+    # q *= scale after RoPE, in training: the result is a tensor of its own, not a view.
+    cos, sin = helpers.rope_cos_sin(4, 16, dtype=torch.float64)
+    x = torch.randn(1, 2, 4, 16, dtype=torch.float64, requires_grad=True)
+    y = helpers.apply_rope(x, cos, sin, layout=layout)
+    y.mul_(0.5)
+    y.sum().backward()
+    want = helpers.apply_rope(torch.full_like(x, 0.5), cos, -sin, layout=layout)
+    torch.testing.assert_close(x.grad, want)
+
+
+def test_apply_rope_qk_results_own_their_memory():
+    # A cache that keeps the rotated key must not keep the query's memory alive with it.
+    cos, sin = helpers.rope_cos_sin(64, 32)
+    q, k = torch.randn(1, 8, 1, 32), torch.randn(1, 8, 1, 32)
+    q_rot, k_rot = helpers.apply_rope_qk(q, k, cos, sin, layout="half", positions=40)
+    for t in (q_rot, k_rot):
+        assert t._base is None and t.untyped_storage().nbytes() == t.numel() * t.element_size()
+
+
+def test_torch_func_transforms_run_through_the_rotation():
+    cos, sin = helpers.rope_cos_sin(8, 16, dtype=torch.float64)
+    x = torch.randn(2, 8, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(26))
+    t = torch.randn(2, 8, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(27))
+    for layout in helpers.LAYOUTS:  # reverse mode (a custom autograd function with setup_context)
+        grad = torch.func.grad(lambda z, layout=layout: (helpers.apply_rope(z, cos, sin, layout=layout) ** 2).sum())(x)
+        torch.testing.assert_close(grad, 2 * x)  # a rotation keeps the norm
+    _, tangent = torch.func.jvp(lambda z: helpers.apply_rope(z, cos, sin, layout="half"), (x,), (t,))
+    torch.testing.assert_close(tangent, helpers.apply_rope(t, cos, sin, layout="half"))

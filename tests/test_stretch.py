@@ -95,6 +95,13 @@ def test_the_model_reads_its_scaling_alone_and_in_an_ensemble(method):
     assert same == (method == "dynamic")
 
 
+def test_a_member_taken_out_keeps_the_scaling():
+    ensemble = TinyEnsemble(_models())
+    ensemble.rope_scaling = stretch.method_scaling("yarn", 4, L)
+    assert ensemble.member(1).rope_scaling == ensemble.rope_scaling
+    assert ensemble.select([1]).rope_scaling == ensemble.rope_scaling
+
+
 def test_the_default_model_has_no_scaling_and_its_state_carries_none():
     model = _models((0,))[0]
     assert model.rope_scaling is None and TinyEnsemble([model]).rope_scaling is None
