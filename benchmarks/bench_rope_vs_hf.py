@@ -8,7 +8,10 @@ its rotary module's ``(B, T, d)`` tables in ``x``'s dtype, helpers the rows of i
 A third column times helpers given the positions instead (``positions=``: checked and gathered in
 every call), for information; the goal is on the first.
 Cases: prefill at 512 and 2,048 tokens, a decode step (one token after 2,047, and a batch of 4 after
-511), and forward + backward at 512, in float32 and bfloat16. Prints each ratio helpers / transformers
+511), and forward + backward at 512, with q and k contiguous and as many key heads as query heads;
+then as a Llama attention layer with grouped-query attention hands them over (8 key heads for 32
+query heads, q and k transposed views of its ``(B, T, H, d)`` projections): prefill at 512 and a
+decode step; each in float32 and bfloat16. Prints each ratio helpers / transformers
 against the goal of at most 1.0, and ``OVER GOAL`` where it is above; ``tests/test_speed_vs_hf.py``
 runs the same cases in ``make test`` against a budget with headroom for a busy machine.
 
@@ -26,13 +29,17 @@ import torch
 import helpers
 
 GOAL = 1.0
-CASES = (  # (shape (B, H, T, d), first position, with backward)
-    ((1, 32, 512, 128), 0, False),
-    ((1, 32, 2048, 128), 0, False),
-    ((1, 32, 1, 128), 2047, False),
-    ((4, 32, 1, 128), 511, False),
-    ((1, 32, 512, 128), 0, True),
+CASES = (  # (query shape (B, H, T, d), key heads, first position, with backward, from a projection)
+    ((1, 32, 512, 128), 32, 0, False, False),
+    ((1, 32, 2048, 128), 32, 0, False, False),
+    ((1, 32, 1, 128), 32, 2047, False, False),
+    ((4, 32, 1, 128), 32, 511, False, False),
+    ((1, 32, 512, 128), 32, 0, True, False),
+    ((1, 32, 512, 128), 8, 0, False, True),  # grouped-query, q and k read from (B, T, H, d) projections
+    ((1, 32, 1, 128), 8, 2047, False, True),
 )
+#: Names of the cases, in order (the test's ids).
+NAMES = ("prefill-512", "prefill-2048", "decode-1", "decode-4", "backward", "gqa-prefill-512", "gqa-decode-1")
 
 
 def median_seconds(functions: dict, rounds: int, inner: int = 3) -> dict:
@@ -48,12 +55,25 @@ def median_seconds(functions: dict, rounds: int, inner: int = 3) -> dict:
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
-def case(shape, offset: int, backward: bool, dtype, rounds: int, apply_rotary_pos_emb) -> dict:
+def case(
+    shape, kv_heads: int, offset: int, backward: bool, projected: bool, dtype, rounds: int, apply_rotary_pos_emb
+) -> dict:
     """Median seconds per call of ``"ours"`` (gathered rows), ``"positions"`` (helpers given the
-    positions) and ``"hf"``, after checking that all three give the same numbers."""
-    batch, _, length, width = shape
+    positions) and ``"hf"``, after checking that all three give the same numbers; and
+    ``"ours_off"``, ``"hf_off"``: the fraction of elements in which each differs from the exact
+    rotation (float64) rounded once to the inputs' dtype. ``kv_heads``
+    key heads (fewer than the query's in grouped-query attention); ``projected``: q and k are
+    transposed views of ``(B, T, H, d)`` tensors, as a Llama attention layer makes them from its
+    projections (not contiguous when ``T > 1``)."""
+    batch, heads, length, width = shape
     generator = torch.Generator().manual_seed(0)
-    q, k = (torch.randn(shape, generator=generator).to(dtype) for _ in range(2))  # (B, H, T, d) each
+
+    def make(h):
+        if projected:  # (B, T, H, d) -> (B, H, T, d) view
+            return torch.randn((batch, length, h, width), generator=generator).to(dtype).transpose(1, 2)
+        return torch.randn((batch, h, length, width), generator=generator).to(dtype)
+
+    q, k = make(heads), make(kv_heads)  # (B, H, T, d), (B, H_kv, T, d)
     positions = torch.arange(offset, offset + length).expand(batch, length)  # (B, T)
     cos, sin = helpers.rope_cos_sin(offset + length, width)  # (L, d/2) float32
     cos_rows, sin_rows = helpers.rope_gather(cos, sin, positions)  # (B, T, d/2), once per forward pass
@@ -75,13 +95,22 @@ def case(shape, offset: int, backward: bool, dtype, rounds: int, apply_rotary_po
         for name in ("ours", "positions"):
             for a, b in zip(functions[name](), want, strict=True):
                 assert torch.allclose(a.float(), b.float(), atol=5e-2 if dtype == torch.bfloat16 else 1e-5), name
+        # how often each differs from the exact rotation of the same inputs, rounded once to their dtype
+        exact = helpers.rope_cos_sin(offset + length, width, dtype=torch.float64)
+        rounded = [helpers.apply_rope(t.double(), *exact, layout="half", positions=positions).to(dtype) for t in (q, k)]
+        total = q.numel() + k.numel()
+        off = {
+            name: sum((a != b).sum().item() for a, b in zip(functions[name](), rounded, strict=True)) / total
+            for name in ("ours", "hf")
+        }
     if backward:
-        q.requires_grad_(True)
-        k.requires_grad_(True)
+        q, k = q.detach().requires_grad_(True), k.detach().requires_grad_(True)
         timed = {name: (lambda f=f: sum(t.sum() for t in f()).backward()) for name, f in functions.items()}
-        return median_seconds(timed, rounds)
-    with torch.inference_mode():
-        return median_seconds(functions, rounds)
+        times = median_seconds(timed, rounds)
+    else:
+        with torch.inference_mode():
+            times = median_seconds(functions, rounds)
+    return {**times, "ours_off": off["ours"], "hf_off": off["hf"]}
 
 
 def main(argv=None) -> None:
@@ -102,16 +131,16 @@ def main(argv=None) -> None:
     )
     over = 0
     for dtype in (torch.float32, torch.bfloat16):
-        for shape, offset, backward in CASES:
-            times = case(shape, offset, backward, dtype, args.rounds, apply_rotary_pos_emb)
+        for (shape, kv_heads, offset, backward, projected), name in zip(CASES, NAMES, strict=True):
+            times = case(shape, kv_heads, offset, backward, projected, dtype, args.rounds, apply_rotary_pos_emb)
             ratio = times["ours"] / times["hf"]
             over += ratio > GOAL
-            what = "forward + backward" if backward else ("decode" if shape[2] == 1 else "prefill")
             print(
-                f"  {str(dtype)[6:]:9s} {str(shape):18s} {what:18s} from {offset:5d}: "
+                f"  {str(dtype)[6:]:9s} {name:15s} q {str(shape):18s} {kv_heads:2d} key heads from {offset:5d}: "
                 f"helpers {times['ours'] * 1e3:8.3f} ms, "
                 f"transformers {times['hf'] * 1e3:8.3f} ms, ratio {ratio:.2f}{'  OVER GOAL' if ratio > GOAL else ''}"
-                f"   (with positions= {times['positions'] * 1e3:8.3f} ms, {times['positions'] / times['hf']:.2f})"
+                f"   (with positions= {times['positions'] * 1e3:8.3f} ms, {times['positions'] / times['hf']:.2f}); "
+                f"not the rounded exact rotation: helpers {times['ours_off']:.4%}, transformers {times['hf_off']:.2%}"
             )
     print(f"{2 * len(CASES) - over} of {2 * len(CASES)} cases within the goal")
 

@@ -620,23 +620,47 @@ def apply_rope_qk(q, k, cos, sin, *, layout: str | None = None, positions=None, 
             f"B, got q of shape {tuple(q.shape)} and k of shape {tuple(k.shape)}"
         )
     if (
-        q.shape == k.shape
+        q.numel() <= _SMALL
+        and k.numel() <= _SMALL
         and q.dtype == k.dtype
-        and q.numel() <= _SMALL
-        and not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad))
+        and (q.shape == k.shape or (q.dim() >= 3 and q.shape[:-3] == k.shape[:-3]))
         and q.is_contiguous()
         and k.is_contiguous()
+        and not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad))
     ):
-        # Small tensors (a decoding step) cost their kernel launches, not their memory traffic:
-        # rotate q and k as one stacked tensor (elementwise, so the same numbers as one by one),
-        # then copy each half out, so that each result owns its memory (a cache that keeps the
-        # rotated key does not keep the query alive) and is not a view.
-        q_rot, k_rot = _rotate_rows(torch.stack((q, k)), cos, sin, layout, r)
-        return q_rot.clone(), k_rot.clone()
+        return _rotate_pair(q, k, cos, sin, layout, r)
     return _rotate(q, cos, sin, layout, r), _rotate(k, cos, sin, layout, r)
 
 
-#: Elements per tensor up to which ``apply_rope_qk`` rotates q and k as one stacked tensor.
+def _rotate_pair(q, k, cos, sin, layout: str, r: int):
+    """Small ``q`` and ``k`` (a decoding step) rotated as one tensor: their cost is kernel launches,
+    not memory traffic. The rotation is elementwise, so the numbers are those of one at a time.
+    Each result is copied out so that it owns its memory (a cache that keeps the rotated key does
+    not keep the query alive) and is not a view."""
+    dtype = q.dtype
+    if q.dim() >= 3 and q.shape[:-3] == k.shape[:-3]:  # heads side by side: any number of key heads (GQA)
+        x = torch.cat((q, k), dim=-3)  # (..., Hq + Hk, T, d)
+    else:  # (T, d) each, one shape
+        x = torch.stack((q, k), dim=-3)  # (2, T, d)
+    if layout == "half" and r == x.shape[-1] and dtype in _SHORT and x.is_cpu:
+        # as _rotate_rows computes bfloat16 / float16 on the CPU (float32, rounded once), with the
+        # rounding done by the copies out
+        if cos.dtype == torch.float64:
+            rotated = _half_rotation(x.double(), cos, sin, r // 2)
+        else:
+            rotated = _half_rotation(x.float(), cos.float(), sin.float(), r // 2)
+    else:
+        rotated = _rotate_rows(x, cos, sin, layout, r)
+    heads = 1 if q.dim() < 3 else q.shape[-3]
+    q_part, k_part = rotated.narrow(-3, 0, heads), rotated.narrow(-3, heads, rotated.shape[-3] - heads)
+    if q.dim() < 3:
+        q_part, k_part = q_part[0], k_part[0]
+    if rotated.dtype == dtype:  # clone: contiguous strides, whether the part is dense (B = 1) or not
+        return q_part.clone(), k_part.clone()
+    return q_part.to(dtype), k_part.to(dtype)
+
+
+#: Elements per tensor up to which ``apply_rope_qk`` rotates q and k as one tensor (heads side by side).
 _SMALL = 1 << 16
 
 
@@ -752,12 +776,10 @@ def _half_rotation(x, cos, sin, h: int, own: bool = False) -> torch.Tensor:
     x_p = x.unflatten(-1, (2, h))  # (..., T, 2, h) view
     if own:  # a result that is not a view (for autograd's custom function: changed in place after)
         out = torch.empty(x.shape, dtype=torch.promote_types(x.dtype, cos.dtype), device=x.device)  # (..., T, 2h)
-        out_p = out.unflatten(-1, (2, h))
-        torch.mul(x_p, cos.unsqueeze(-2), out=out_p)  # both halves times cos
+        torch.mul(x_p, cos.unsqueeze(-2), out=out.unflatten(-1, (2, h)))  # both halves times cos
     else:  # no out= argument: forward-mode AD and vmap can run through it
-        out_p = x_p * cos.unsqueeze(-2)  # (..., T, 2, h)
-        out = out_p.flatten(-2)  # (..., T, 2h)
-    (x1, x2), (o1, o2) = x_p.unbind(-2), out_p.unbind(-2)  # (..., T, h) views
+        out = (x_p * cos.unsqueeze(-2)).flatten(-2)  # (..., T, 2h)
+    (x1, x2), (o1, o2) = x.chunk(2, -1), out.chunk(2, -1)  # (..., T, h) views (chunk: the cheapest call)
     o1.addcmul_(x2, sin, value=-1)  # x1 cos - x2 sin
     o2.addcmul_(x1, sin)  # x2 cos + x1 sin
     return out

@@ -408,8 +408,10 @@ def test_the_short_path_gives_the_bits_of_the_general_one(dtype, shape, tables):
         ((2, 8, 3, 16), (2, 2, 3, 16), "per_row"),  # fewer key heads (grouped-query attention)
         ((2, 8, 3, 16), (2, 8, 3, 16), "rows"),  # rows gathered once by rope_gather
         ((1, 64, 1100, 16), (1, 64, 1100, 16), None),  # large: one at a time
+        ((3, 16), (3, 16), 5),  # (T, d): stacked
+        ((8, 1, 16), (2, 1, 16), 37),  # (H, T, d), grouped-query: heads side by side
     ],
-    ids=["decode", "per-row", "gqa", "gathered", "large"],
+    ids=["decode", "per-row", "gqa", "gathered", "large", "two-dims", "gqa-three-dims"],
 )
 def test_apply_rope_qk_is_two_calls_to_the_bit(layout, dtype, q_shape, k_shape, positions):
     gen = torch.Generator().manual_seed(23)
@@ -885,6 +887,22 @@ def test_decoding_step_by_step_is_the_prefill_to_the_bit_in_a_short_dtype(dtype,
     prefill = helpers.apply_rope(q, cos, sin, layout=layout)
     steps = [helpers.apply_rope(q[:, :, t : t + 1], cos, sin, layout=layout, positions=t) for t in range(40)]
     assert torch.equal(prefill, torch.cat(steps, dim=2))
+
+
+@pytest.mark.parametrize("layout", helpers.LAYOUTS)
+@pytest.mark.parametrize("shape", [(1, 8, 300, 64), (1, 8, 1, 64)], ids=["prefill", "decode"])
+def test_bfloat16_is_the_exact_rotation_rounded_once(layout, shape):
+    # The README's claim against transformers: rounding once, a bfloat16 result is the float64
+    # rotation rounded to bfloat16 in all but a few elements (float32 tables are off by up to 1e-7);
+    # a path that rounds after the first product (as the bfloat16 formula does) misses 30-40%.
+    gen = torch.Generator().manual_seed(31)
+    q, k = (torch.randn(shape, generator=gen).bfloat16() for _ in range(2))
+    cos, sin = helpers.rope_cos_sin(700, 64)
+    exact = helpers.rope_cos_sin(700, 64, dtype=torch.float64)
+    offset = 699 - shape[2]
+    for got, x in zip(helpers.apply_rope_qk(q, k, cos, sin, layout=layout, positions=offset), (q, k), strict=True):
+        want = helpers.apply_rope(x.double(), *exact, layout=layout, positions=offset).bfloat16()
+        assert (got != want).float().mean().item() < 1e-3
 
 
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.uint16, torch.bool, torch.float32])
