@@ -23,15 +23,21 @@ up to ``T - 2``). Each seed of each task is then, for every method:
 - fine-tuned at the target length ``sL`` with the method's tables, every seed side by side (a
   ``TinyEnsemble``, as 08 trains), with as many tokens per step as in training (the batch divided
   by ``s``), Adam at ``finetune_rate`` after a short warm-up, and scored again after each budget of
-  ``budgets`` steps.
+  ``budgets`` steps. Not "dynamic" (``INFERENCE_ONLY``): its base follows the length read, so at
+  the fine-tuning length ``sL`` it would train with the factor ``s² - s + 1`` (13 for ``s = 4``)
+  and be read at a smaller one; Hugging Face offers it for models used without fine-tuning.
 
-Scores at each length ``T``: the loss and accuracy over the scored positions, split into those
-within the training length (``t < L``: does the scaling damage what the model already did?) and
-past it (``t >= L``); for "passkey", whose one scored position is the last, the split is by the
-key's distance instead (up to ``L - 2``, as in training, or farther).
+Scores at each length ``T``: the loss and accuracy over the scored positions, in three bands
+(``BANDS``): "within" the training length (``t < L``: does the scaling damage what the model
+already did?), "past" it up to the target length (``L <= t < sL``: what the scaling is for) and
+"beyond" the target (``t >= sL``); for "passkey", whose one scored position is the last, the
+bands are the key's distance instead (up to ``L - 2``, as in training; up to ``sL - 2``; farther),
+read on ``passkey_eval_batches`` batches (1,024 sequences: the key's place is uniform, so a band
+gets its share of them).
 
-``python -m helpers.stretch --out data/stretch.json`` (``make experiment-stretch``) regenerates the
-cached results; ``--quick`` runs a small version in about a minute.
+``python -m helpers.stretch --out data/stretch.json --models data/stretch_models.pt`` (``make
+experiment-stretch``) regenerates the cached results and seed 0's base models; ``--quick`` runs a
+small version in about a minute.
 """
 
 from __future__ import annotations
@@ -52,26 +58,40 @@ from torch.nn import functional as F
 
 from ._checks import check_int
 from ._experiment_model import TinyEnsemble, TinyTransformer
-from ._experiment_tasks import lag_batch, passkey_batch, text_batch, text_corpus
+from ._experiment_tasks import PASSKEY_MARK, lag_batch, passkey_batch, text_batch, text_corpus
 from ._experiment_train import clip_per_member, masked_losses, train_ensemble
 from .experiment import ExperimentConfig
 
 __all__ = [
     "METHODS",
+    "INFERENCE_ONLY",
+    "BANDS",
     "STRETCH_TASKS",
     "StretchConfig",
     "method_scaling",
     "stretch_batch",
     "train_base_models",
     "fine_tune",
+    "method_budgets",
+    "bands",
     "score_members",
+    "attention_entropy",
+    "load_base_model",
     "run_stretch",
+    "score",
+    "compare",
     "load_stretch",
 ]
 
 METHODS = ("none", "linear", "ntk", "dynamic", "yarn", "llama3")
+#: Methods scored without fine-tuning only (see the module's docstring).
+INFERENCE_ONLY = ("dynamic",)
+#: The bands a score is split into: t < L, L <= t < sL, t >= sL (for "passkey", the key's distance).
+BANDS = ("within", "past", "beyond")
 STRETCH_TASKS = ("text", "lag", "passkey")
 CACHED_RESULTS = Path(__file__).resolve().parent.parent / "data" / "stretch.json"
+#: Seed 0's base model of every task (state dicts), for the notebook's look inside.
+CACHED_MODELS = CACHED_RESULTS.with_name("stretch_models.pt")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,9 +100,9 @@ class StretchConfig:
 
     tasks: tuple = STRETCH_TASKS
     methods: tuple = METHODS
-    #: Seeds per task: notebook 08's seeds 0-4 for "lag", 0-2 for "text" (its text_seeds), 0-2 for "passkey".
+    #: Seeds per task: notebook 08's seeds 0-4 for "lag", 0-2 for "text" (its text_seeds), 0-4 for "passkey".
     seeds: dict = dataclasses.field(
-        default_factory=lambda: {"text": (0, 1, 2), "lag": (0, 1, 2, 3, 4), "passkey": (0, 1, 2)}
+        default_factory=lambda: {"text": (0, 1, 2), "lag": (0, 1, 2, 3, 4), "passkey": (0, 1, 2, 3, 4)}
     )
     factor: int = 4
     budgets: tuple = (0, 25, 100, 400)
@@ -91,6 +111,7 @@ class StretchConfig:
     finetune_warmup: int = 10
     passkey_keys: int = 16
     eval_batches: int = 4
+    passkey_eval_batches: int = 16
     eval_batch_size: int = 64
     eval_seed: int = 4321
     #: The base models' settings (notebook 08's, unchanged).
@@ -149,6 +170,7 @@ QUICK = dict(
     seeds={"text": (0, 1), "lag": (0, 1), "passkey": (0, 1)},
     budgets=(0, 10),
     eval_batches=1,
+    passkey_eval_batches=2,
     eval_batch_size=32,
     base=ExperimentConfig(min_steps=120, max_steps=120, cooldown_steps=20, warmup_steps=20).to_dict(),
 )
@@ -232,11 +254,17 @@ def _set_scaling(model, method: str, config: StretchConfig) -> None:
     model.rope_scaling = method_scaling(method, config.factor, config.train_length)
 
 
+def method_budgets(method: str, config: StretchConfig) -> tuple:
+    """The fine-tuning budgets ``method`` is scored at: ``config.budgets``, or 0 alone for the
+    methods of ``INFERENCE_ONLY``."""
+    return (0,) if method in INFERENCE_ONLY else tuple(config.budgets)
+
+
 def fine_tune(models, task: str, method: str, config: StretchConfig, *, corpus=None, on_budget=None):
     """Fine-tune copies of ``models`` (one per seed, trained at ``L``) at the target length ``sL``
     with ``method``'s tables, every seed side by side; call ``on_budget(steps, ensemble)`` at each
-    budget of ``config.budgets`` (0 first, before any step). Seed ``j`` reads its batches from
-    ``torch.Generator().manual_seed(20_000 + seed)`` in the order of ``config.seeds[task]``."""
+    budget of ``method_budgets(method, config)`` (0 first, before any step). Seed ``j`` reads its
+    batches from ``torch.Generator().manual_seed(20_000 + seed)`` in the order of ``config.seeds[task]``."""
     base = config.base_config
     seeds = tuple(config.seeds[task])
     ensemble = TinyEnsemble(models)
@@ -244,7 +272,7 @@ def fine_tune(models, task: str, method: str, config: StretchConfig, *, corpus=N
     length, batch = config.factor * base.train_length, base.batch_size // config.factor
     streams = [torch.Generator().manual_seed(20_000 + seed) for seed in seeds]
     optimizer = torch.optim.Adam(ensemble.parameters(), lr=config.finetune_rate)
-    budgets = list(config.budgets)
+    budgets = list(method_budgets(method, config))
     step = 0
     while True:
         if step in budgets:
@@ -268,48 +296,114 @@ def fine_tune(models, task: str, method: str, config: StretchConfig, *, corpus=N
 def evaluation_sets(task: str, config: StretchConfig, *, corpus=None) -> dict:
     """The evaluation sequences, the same for every model: ``{length: [(inputs, targets, mask), ...]}``."""
     sets = {}
+    batches = config.passkey_eval_batches if task == "passkey" else config.eval_batches
     for length in config.eval_lengths:
         generator = torch.Generator().manual_seed(config.eval_seed + length)
         sets[length] = [
             stretch_batch(
                 task, config, config.eval_batch_size, length, generator=generator, split="held_out", corpus=corpus
             )
-            for _ in range(config.eval_batches)
+            for _ in range(batches)
         ]
     return sets
 
 
+def bands(task: str, inputs: torch.Tensor, mask: torch.Tensor, train_length: int, factor: int) -> torch.Tensor:
+    """The band (index into ``BANDS``) of every scored place, int64 ``(B, T)``: position ``t < L``,
+    ``< sL``, farther; for "passkey", the key's distance (query at ``T - 1``, key at ``p + 1``:
+    ``T - 2 - p``) up to ``L - 2``, ``sL - 2``, farther."""
+    length = inputs.shape[-1]
+    if task == "passkey":
+        where = (inputs == PASSKEY_MARK).double().argmax(dim=1)  # (B,) the mark's position p
+        distance = (length - 2 - where)[:, None]  # (B, 1) from the query back to the key
+        band = (distance > train_length - 2).long() + (distance > factor * train_length - 2).long()  # (B, 1)
+    else:
+        t = torch.arange(length)[None, :]  # (1, T)
+        band = (t >= train_length).long() + (t >= factor * train_length).long()  # (1, T)
+    return band.expand_as(mask)
+
+
 @torch.no_grad()
-def score_members(ensemble: TinyEnsemble, task: str, sets: dict, train_length: int) -> list[dict]:
-    """Each member's scores at each length: ``[{length: {"loss_within", "loss_past", "accuracy_within",
-    "accuracy_past"}}]`` (str lengths). Within/past: positions ``t < L`` / ``t >= L``; for "passkey",
-    a key at distance up to ``L - 2`` / farther. A part with nothing scored is None."""
+def score_members(ensemble: TinyEnsemble, task: str, sets: dict, train_length: int, factor: int) -> list[dict]:
+    """Each member's scores at each length: ``[{length: {"loss_within", "accuracy_within", "loss_past",
+    ...}}]`` (str lengths), one loss and one accuracy per band of ``BANDS`` (see ``bands``). A band
+    with nothing scored is None, as is "beyond" at lengths up to ``sL``."""
     e = ensemble.members
     sums = [{} for _ in range(e)]
     for length, batches in sets.items():
-        total = torch.zeros(e, 2, 3, dtype=torch.float64)  # (member, within/past, loss/correct/count)
+        total = torch.zeros(e, len(BANDS), 3, dtype=torch.float64)  # (member, band, loss/correct/count)
         for inputs, targets, mask in batches:
             logits = ensemble(inputs.expand(e, *inputs.shape))  # (E, B, T, V)
             losses = F.cross_entropy(logits.permute(0, 3, 1, 2), targets.expand(e, *targets.shape), reduction="none")
             correct = logits.argmax(dim=-1) == targets  # (E, B, T)
-            if task == "passkey":
-                where = (inputs == 0).double().argmax(dim=1)  # (B,) the mark's position p
-                distance = length - 2 - where  # (B,) from the query back to the key
-                past = (distance > train_length - 2)[:, None].expand_as(mask)  # (B, T)
-            else:
-                past = (torch.arange(length) >= train_length)[None, :].expand_as(mask)  # (B, T)
-            for part, chosen in enumerate((mask & ~past, mask & past)):
+            band = bands(task, inputs, mask, train_length, factor)  # (B, T)
+            for part in range(len(BANDS)):
+                chosen = mask & (band == part)  # (B, T)
                 total[:, part, 0] += (losses * chosen).sum(dim=(1, 2)).double()
                 total[:, part, 1] += (correct & chosen).sum(dim=(1, 2)).double()
                 total[:, part, 2] += chosen.sum().double()
         for j in range(e):
             row = {}
-            for part, name in enumerate(("within", "past")):
+            for part, name in enumerate(BANDS):
                 count = float(total[j, part, 2])
                 row[f"loss_{name}"] = round(float(total[j, part, 0]) / count, 5) if count else None
                 row[f"accuracy_{name}"] = round(float(total[j, part, 1]) / count, 5) if count else None
             sums[j][str(length)] = row
     return sums
+
+
+@torch.no_grad()
+def attention_entropy(model, task: str, method: str, config: StretchConfig, length: int, *, batches=2, corpus=None):
+    """How spread each layer's attention is when ``model`` reads ``length`` tokens under ``method``'s
+    tables: the entropy (nats) of an attention row, averaged over sequences, heads and the queries
+    of each position band (``BANDS``: ``t < L``, ``L <= t < sL``, farther), one value per layer:
+    ``{"within": [layer 0, layer 1, ...], "past": [...], "beyond": [...]}`` (None for an empty band).
+    A row that attends to one key has entropy 0; one spread evenly over the ``t + 1`` keys it sees,
+    ``ln(t + 1)``. The sequences are the evaluation's (``evaluation_sets``' first ``batches``). The
+    model's ``rope_scaling`` is restored afterwards."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    length = check_int("length", length, minimum=2)
+    kept = model.rope_scaling
+    model.rope_scaling = method_scaling(method, config.factor, config.train_length)
+    generator = torch.Generator().manual_seed(config.eval_seed + length)
+    try:
+        totals = None
+        for _ in range(check_int("batches", batches, minimum=1)):
+            inputs, _, _ = stretch_batch(
+                task, config, config.eval_batch_size, length, generator=generator, split="held_out", corpus=corpus
+            )
+            _, weights = model(inputs, need_weights=True)  # one (B, H, T, T) per layer
+            rows = torch.stack([-(w * w.clamp_min(1e-30).log()).sum(dim=-1).mean(dim=(0, 1)) for w in weights])
+            totals = rows if totals is None else totals + rows  # (layers, T)
+    finally:
+        model.rope_scaling = kept
+    per_position = (totals / batches).double()  # (layers, T)
+    t = torch.arange(length)
+    band = (t >= config.train_length).long() + (t >= config.factor * config.train_length).long()  # (T,)
+    return {
+        name: (
+            [round(float(v), 5) for v in per_position[:, band == part].mean(dim=1)] if (band == part).any() else None
+        )
+        for part, name in enumerate(BANDS)
+    }
+
+
+def load_base_model(task: str, path=CACHED_MODELS, results=None) -> TinyTransformer:
+    """Seed 0's base model of ``task`` (trained at ``L``, before any stretching), as the cached run
+    saved it (``make experiment-stretch``); its settings from ``results`` (``load_stretch()``)."""
+    if task not in STRETCH_TASKS:
+        raise ValueError(f"task must be one of {STRETCH_TASKS}, got {task!r}")
+    results = results if results is not None else load_stretch()
+    config = StretchConfig.from_dict(results["config"])
+    saved = torch.load(path, map_location="cpu", weights_only=True)
+    if task not in saved:
+        raise ValueError(
+            f"{path} holds the base models of {sorted(saved)}, not {task!r}: rerun make experiment-stretch"
+        )
+    model = _new_model(task, config)
+    model.load_state_dict(saved[task])
+    return model.eval()
 
 
 def _run_task_method(job: tuple) -> list[dict]:
@@ -328,10 +422,9 @@ def _run_task_method(job: tuple) -> list[dict]:
     began = time.perf_counter()
 
     def on_budget(steps, ensemble):
-        for seed, scores in zip(
-            config.seeds[task], score_members(ensemble, task, sets, config.train_length), strict=True
-        ):
-            runs.append({"task": task, "method": method, "budget": steps, "seed": seed, "eval": scores})
+        scores = score_members(ensemble, task, sets, config.train_length, config.factor)
+        for seed, member_scores in zip(config.seeds[task], scores, strict=True):
+            runs.append({"task": task, "method": method, "budget": steps, "seed": seed, "eval": member_scores})
 
     fine_tune(models, task, method, config, corpus=corpus, on_budget=on_budget)
     for run in runs:
@@ -368,8 +461,11 @@ def summarize(runs: list[dict]) -> dict:
     return out
 
 
-def run_stretch(config: StretchConfig | None = None, *, workers: int | None = None, progress: bool = True) -> dict:
-    """Train the base models, fine-tune and score every (task, method); the results dict of ``--out``."""
+def run_stretch(
+    config: StretchConfig | None = None, *, workers: int | None = None, progress: bool = True, models_out=None
+) -> dict:
+    """Train the base models, fine-tune and score every (task, method); the results dict of ``--out``.
+    ``models_out``: a path where the first seed's base model of every task is saved (state dicts)."""
     config = config or StretchConfig()
     workers = workers or max(1, min(2, os.cpu_count() or 1))
     began = time.perf_counter()
@@ -381,6 +477,8 @@ def run_stretch(config: StretchConfig | None = None, *, workers: int | None = No
                 base[task] = {"states": states, "stops": stops, "seconds": round(seconds, 1)}
                 if progress:
                     print(f"stretch: {task} base models trained in {seconds:.0f} s", file=sys.stderr)
+            if models_out is not None:
+                torch.save({task: b["states"][0] for task, b in base.items()}, models_out)
             jobs = [(t, m, config.to_dict(), base[t]["states"]) for t in config.tasks for m in config.methods]
             jobs.sort(key=lambda job: 0 if job[0] == "text" else 1)  # the longest first
             runs = []
@@ -410,6 +508,37 @@ def run_stretch(config: StretchConfig | None = None, *, workers: int | None = No
     }
 
 
+def score(results: dict, task: str, method: str, budget: int, length: int, band: str) -> list:
+    """``[mean, lowest, highest]`` over seeds of ``task``'s score (loss for "text", accuracy for the
+    others) for ``method`` after ``budget`` fine-tuning steps, read at ``length``, in ``band``."""
+    metric = "loss" if task == "text" else "accuracy"
+    try:
+        entry = results["summary"][task][method][str(budget)][str(length)][f"{metric}_{band}"]
+    except KeyError as missing:
+        raise ValueError(
+            f"no score for task={task!r}, method={method!r}, budget={budget!r}, length={length!r}, band={band!r} "
+            f"in the results ({missing} is missing)"
+        ) from None
+    if entry is None:
+        raise ValueError(f"band {band!r} is empty at length {length} (nothing scored there)")
+    return entry
+
+
+def compare(results: dict, task: str, a: str, b: str, budget: int, length: int, band: str, budget_b=None) -> str:
+    """Whether method ``a`` is "better" or "worse" than ``b`` (after ``budget_b`` steps, default
+    ``budget``) on every seed: its worst seed beats the other's best (lower loss on "text", higher
+    accuracy elsewhere); "not separable" when the seeds' ranges overlap."""
+    _, a_low, a_high = score(results, task, a, budget, length, band)
+    _, b_low, b_high = score(results, task, b, budget if budget_b is None else budget_b, length, band)
+    if task == "text":  # a loss: lower is better
+        a_low, a_high, b_low, b_high = -a_high, -a_low, -b_high, -b_low
+    if a_low > b_high:
+        return "better"
+    if a_high < b_low:
+        return "worse"
+    return "not separable"
+
+
 def load_stretch(path=CACHED_RESULTS) -> dict:
     """The cached results (``data/stretch.json``)."""
     with open(path, encoding="utf-8") as handle:
@@ -420,10 +549,11 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="write the results here (JSON)")
     parser.add_argument("--quick", action="store_true", help="a small version, about a minute")
+    parser.add_argument("--models", type=Path, default=None, help="save seed 0's base models here")
     parser.add_argument("--workers", type=int, default=None)
     args = parser.parse_args(argv)
     config = StretchConfig(**QUICK) if args.quick else StretchConfig()
-    results = run_stretch(config, workers=args.workers)
+    results = run_stretch(config, workers=args.workers, models_out=args.models)
     print(f"stretch: {results['wall_seconds']:.0f} s", file=sys.stderr)
     if args.out is not None:
         args.out.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")

@@ -140,17 +140,58 @@ def test_fine_tuning_scores_the_untouched_model_at_budget_0_and_reads_s_times_lo
     assert set(shapes) == {(32 // 4, 4 * L)}  # as many tokens per step as in training
 
 
-def test_scores_split_within_and_past_the_training_length():
+def test_scores_split_into_bands_by_position_and_by_the_keys_distance():
     config = _quick_config(tasks=("passkey", "lag"))
     ensemble = TinyEnsemble(_models())
     for task in ("lag", "passkey"):
         sets = stretch.evaluation_sets(task, config)
-        scores = stretch.score_members(ensemble, task, sets, L)
+        scores = stretch.score_members(ensemble, task, sets, L, 4)
         assert len(scores) == 2
         for member in scores:
-            assert member[str(L)]["loss_past"] is None and member[str(L)]["loss_within"] is not None
-            assert member[str(2 * L)]["loss_past"] is not None and member[str(2 * L)]["loss_within"] is not None
-            assert all(0 <= member[str(t)]["accuracy_within"] <= 1 for t in config.eval_lengths)
+            at = {t: member[str(t)] for t in config.eval_lengths}
+            assert at[L]["loss_past"] is None and at[L]["loss_beyond"] is None and at[L]["loss_within"] is not None
+            assert at[2 * L]["loss_past"] is not None and at[2 * L]["loss_beyond"] is None
+            assert at[8 * L]["loss_beyond"] is not None
+            assert all(0 <= at[t]["accuracy_within"] <= 1 for t in config.eval_lengths)
+    # the bands themselves: positions for "lag", the key's distance (T - 2 - p) for "passkey"
+    inputs = torch.full((3, 8 * L), 5)
+    mask = torch.ones(3, 8 * L, dtype=torch.bool)
+    band = stretch.bands("lag", inputs, mask, L, 4)
+    assert band[0, L - 1] == 0 and band[0, L] == 1 and band[0, 4 * L - 1] == 1 and band[0, 4 * L] == 2
+    length = 8 * L
+    for p, want in ((length - L, 0), (length - L - 1, 1), (length - 4 * L, 1), (length - 4 * L - 1, 2)):
+        keyed = inputs.clone()
+        keyed[:, p] = PASSKEY_MARK  # distance T - 2 - p: L - 2 (as in training), L - 1, 4L - 2, 4L - 1
+        assert (stretch.bands("passkey", keyed, mask, L, 4) == want).all(), (p, want)
+
+
+def test_dynamic_is_scored_without_fine_tuning_only():
+    config = _quick_config(budgets=(0, 2))
+    seen = []
+    stretch.fine_tune(_models(), "lag", "dynamic", config, on_budget=lambda steps, _: seen.append(steps))
+    assert seen == [0] and stretch.method_budgets("linear", config) == (0, 2)
+
+
+def test_attention_entropy_is_zero_for_one_key_and_the_log_for_even_spread(monkeypatch):
+    # A model whose attention is uniform over the t + 1 keys it sees: ln(t + 1) on average per band.
+    model = _models((0,))[0]
+    config = _quick_config(tasks=("lag",))
+
+    def uniform(tokens, need_weights=True):
+        t = tokens.shape[1]
+        w = torch.tril(torch.ones(t, t)) / torch.arange(1, t + 1)[:, None]
+        return None, [w.expand(tokens.shape[0], 4, t, t)] * 2
+
+    monkeypatch.setattr(model, "forward", uniform)
+    monkeypatch.setattr(model, "__call__", uniform, raising=False)
+    got = stretch.attention_entropy(model, "lag", "linear", config, 8 * L, batches=1)
+    t = torch.arange(8 * L, dtype=torch.float64)
+    want = [torch.log(t[:L] + 1).mean(), torch.log(t[L : 4 * L] + 1).mean(), torch.log(t[4 * L :] + 1).mean()]
+    for name, value in zip(stretch.BANDS, want, strict=True):
+        assert got[name] == pytest.approx([float(value)] * 2, abs=1e-4)
+    assert model.rope_scaling is None  # restored
+    short = stretch.attention_entropy(model, "lag", "none", config, L, batches=1)
+    assert short["past"] is None and short["beyond"] is None
 
 
 @pytest.mark.slow
@@ -164,6 +205,7 @@ def test_a_quick_run_gives_every_budget_seed_and_length():
     assert all(set(r["eval"]) == {str(t) for t in config.eval_lengths} for r in runs)
     summary = results["summary"]["lag"]
     mean, low, high = summary["none"]["0"][str(2 * L)]["accuracy_past"]
+    assert summary["none"]["0"][str(8 * L)]["accuracy_beyond"] is not None
     assert low <= mean <= high
     # Position interpolation by 4 moves "three places back" to 3/4 of a place: the unscaled model
     # copies the right token at L, the interpolated one does not, before any fine-tuning.
@@ -180,7 +222,25 @@ def test_the_cached_results_match_the_current_settings():
         (task, method, budget, seed)
         for task in config.tasks
         for method in config.methods
-        for budget in config.budgets
+        for budget in stretch.method_budgets(method, config)
         for seed in config.seeds[task]
     }
     assert {(r["task"], r["method"], r["budget"], r["seed"]) for r in results["runs"]} == expected
+
+
+def test_compare_separates_only_when_every_seed_is_on_one_side():
+    def results(a, b):
+        return {
+            "summary": {
+                task: {"x": {"0": {"128": {f"{m}_past": a}}}, "y": {"0": {"128": {f"{m}_past": b}}}}
+                for task, m in (("text", "loss"), ("lag", "accuracy"))
+            }
+        }
+
+    apart = results([0.9, 0.85, 0.95], [0.5, 0.4, 0.6])
+    assert stretch.compare(apart, "lag", "x", "y", 0, 128, "past") == "better"
+    assert stretch.compare(apart, "lag", "y", "x", 0, 128, "past") == "worse"
+    assert stretch.compare(apart, "text", "x", "y", 0, 128, "past") == "worse"  # a higher loss is worse
+    touching = results([0.9, 0.6, 0.95], [0.5, 0.4, 0.6])
+    assert stretch.compare(touching, "lag", "x", "y", 0, 128, "past") == "not separable"
+    raises_naming(ValueError, lambda: stretch.score(apart, "lag", "x", 0, 256, "past"), "256")
