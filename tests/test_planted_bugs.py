@@ -108,8 +108,8 @@ PLANTED = [
     (
         "query and key swapped when a decoding step rotates them as one tensor",
         "rope.py",
-        "q_rot, k_rot = _rotate_rows(torch.stack((q, k)), cos, sin, layout, r)",
-        "q_rot, k_rot = _rotate_rows(torch.stack((k, q)), cos, sin, layout, r)",
+        "x = torch.cat((q, k), dim=-3)  # (..., Hq + Hk, T, d)",
+        "x = torch.cat((k, q), dim=-3)  # (..., Hq + Hk, T, d)",
         "tests/test_rope.py",
     ),
     (
