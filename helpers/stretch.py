@@ -353,19 +353,33 @@ def score_members(ensemble: TinyEnsemble, task: str, sets: dict, train_length: i
 
 
 @torch.no_grad()
-def attention_entropy(model, task: str, method: str, config: StretchConfig, length: int, *, batches=2, corpus=None):
+def attention_entropy(
+    model, task: str, method: str, config: StretchConfig, length: int, *, batches=2, corpus=None, attention_factor=None
+):
     """How spread each layer's attention is when ``model`` reads ``length`` tokens under ``method``'s
     tables: the entropy (nats) of an attention row, averaged over sequences, heads and the queries
     of each position band (``BANDS``: ``t < L``, ``L <= t < sL``, farther), one value per layer:
     ``{"within": [layer 0, layer 1, ...], "past": [...], "beyond": [...]}`` (None for an empty band).
     A row that attends to one key has entropy 0; one spread evenly over the ``t + 1`` keys it sees,
     ``ln(t + 1)``. The sequences are the evaluation's (``evaluation_sets``' first ``batches``). The
-    model's ``rope_scaling`` is restored afterwards."""
+    model's ``rope_scaling`` is restored afterwards. ``attention_factor``: for "yarn" only, replaces
+    YaRN's factor on both tables (1 takes it away and leaves the speeds)."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     length = check_int("length", length, minimum=2)
+    scaling = method_scaling(method, config.factor, config.train_length)
+    if attention_factor is not None:
+        if method != "yarn":
+            raise ValueError(f"attention_factor applies to method 'yarn' only, got method {method!r}")
+        if (
+            isinstance(attention_factor, bool)
+            or not isinstance(attention_factor, (int, float))
+            or attention_factor <= 0
+        ):
+            raise ValueError(f"attention_factor must be a positive number, got {attention_factor!r}")
+        scaling["attention_factor"] = float(attention_factor)
     kept = model.rope_scaling
-    model.rope_scaling = method_scaling(method, config.factor, config.train_length)
+    model.rope_scaling = scaling
     generator = torch.Generator().manual_seed(config.eval_seed + length)
     try:
         totals = None

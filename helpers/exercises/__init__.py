@@ -5,7 +5,7 @@ here, so that every name is known once ``helpers`` is imported). The expected an
 computed there from each exercise's parameters and never printed.
 """
 
-from . import _nb01, _nb02, _nb03, _nb04, _nb05, _nb06, _nb07, _nb08, _nb09, _nb10  # noqa: F401  (they register)
+from . import _nb01, _nb02, _nb03, _nb04, _nb05, _nb06, _nb07, _nb08, _nb09, _nb10, _nb11  # noqa: F401  (they register)
 from ._core import Exercise, Mistake, Verdict, check, get, register, registered, verdict
 
 __all__ = ["Exercise", "Mistake", "Verdict", "check", "get", "register", "registered", "verdict"]

@@ -8,6 +8,7 @@ from . import kernel as _kernel
 from . import models as _models
 from . import rope as _rope
 from . import scores as _scores
+from . import stretch as _stretch
 from ._drawing import DPI, FULL, Drawing, new_figure
 from ._style import PAIR_COLORS, heatmap, pair_color
 from .bias import *  # noqa: F401,F403
@@ -18,6 +19,7 @@ from .kernel import *  # noqa: F401,F403
 from .models import *  # noqa: F401,F403
 from .rope import *  # noqa: F401,F403
 from .scores import *  # noqa: F401,F403
+from .stretch import *  # noqa: F401,F403
 
 __all__ = [
     "DPI",
@@ -35,4 +37,5 @@ __all__ = [
     *_bias.__all__,
     *_experiment.__all__,
     *_models.__all__,
+    *_stretch.__all__,
 ]

@@ -8,6 +8,7 @@ from . import kernel as _kernel
 from . import models as _models
 from . import rope as _rope
 from . import scores as _scores
+from . import stretch as _stretch
 from ._explorer import Explorer
 from .bias import *  # noqa: F401,F403
 from .clocks import *  # noqa: F401,F403
@@ -16,6 +17,7 @@ from .kernel import *  # noqa: F401,F403
 from .models import *  # noqa: F401,F403
 from .rope import *  # noqa: F401,F403
 from .scores import *  # noqa: F401,F403
+from .stretch import *  # noqa: F401,F403
 
 __all__ = [
     "Explorer",
@@ -26,4 +28,5 @@ __all__ = [
     *_bias.__all__,
     *_experiment.__all__,
     *_models.__all__,
+    *_stretch.__all__,
 ]
