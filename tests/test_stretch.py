@@ -244,3 +244,35 @@ def test_compare_separates_only_when_every_seed_is_on_one_side():
     touching = results([0.9, 0.6, 0.95], [0.5, 0.4, 0.6])
     assert stretch.compare(touching, "lag", "x", "y", 0, 128, "past") == "not separable"
     raises_naming(ValueError, lambda: stretch.score(apart, "lag", "x", 0, 256, "past"), "256")
+
+
+def test_attention_entropy_sets_yarns_factor_only_and_names_bad_ones():
+    model = _models((0,))[0]
+    config = _quick_config(tasks=("lag",))
+    seen = []
+    forward = model.forward
+
+    def spy(tokens, need_weights=False):
+        seen.append(dict(model.rope_scaling))
+        return forward(tokens, need_weights=need_weights)
+
+    model.forward = spy
+    sharp = stretch.attention_entropy(model, "lag", "yarn", config, 4 * L, batches=1)
+    flat = stretch.attention_entropy(model, "lag", "yarn", config, 4 * L, batches=1, attention_factor=1.0)
+    assert "attention_factor" not in seen[0] and seen[1]["attention_factor"] == 1.0
+    assert {k: v for k, v in seen[1].items() if k != "attention_factor"} == seen[0]
+    assert sharp["past"] != flat["past"]  # the factor reaches the attention
+    assert model.rope_scaling is None
+    raises_naming(
+        ValueError,
+        lambda: stretch.attention_entropy(model, "lag", "linear", config, L, attention_factor=1.0),
+        "attention_factor",
+        "'linear'",
+    )
+    for bad in (0.0, -1.0, True, "1"):
+        raises_naming(
+            ValueError,
+            lambda bad=bad: stretch.attention_entropy(model, "lag", "yarn", config, L, attention_factor=bad),
+            "attention_factor",
+            repr(bad),
+        )

@@ -1,8 +1,7 @@
 """The exercises of notebook 11 (stretching a trained model's context).
 
-11.1 how many pairs of the notebook's heads YaRN leaves at full speed; 11.2 the offset the "lag"
-answer seems to be at under position interpolation; 11.3 NTK-aware scaling's speeds, written from
-scratch.
+11.1 how many pairs of Llama 2's head YaRN leaves at full speed; 11.2 how far back the trained "lag"
+model looks under position interpolation; 11.3 NTK-aware scaling's speeds, written from scratch.
 
 The head's settings are the experiment's (``helpers.stretch.StretchConfig``: head width 16, base
 10,000, ``L = 32``, factor 4).
@@ -43,68 +42,82 @@ def _kept(p: dict, method: str) -> int:
     return int((_ratios(p, method) == 1.0).sum())
 
 
-def _wrapping(p: dict) -> int:
-    """Pairs that complete a turn within ``L`` tokens (wavelength ``<= L``)."""
-    return int((2 * torch.pi / _rope_frequencies(p["d"], p["base"])[0] <= p["L"]).sum())
+# ----- 11.1 · YaRN's kept pairs in Llama 2's head ------------------------------------------------------------
 
 
-# ----- 11.1 · YaRN's kept pairs ---------------------------------------------------------------------------
+def _llama2_head() -> dict:
+    """Llama 2 7B's head (width 128, base 10,000, 4,096 tokens), stretched 16 times with YaRN (Peng et al.)."""
+    return {"d": 128, "base": 10000.0, "factor": 16.0, "L": 4096}
+
+
+def _turning(p: dict, turns: float) -> int:
+    """Pairs that turn at least ``turns`` times in ``L`` tokens."""
+    plain = _rope_frequencies(p["d"], p["base"])[0]
+    return int((p["L"] * plain / (2 * torch.pi) >= turns).sum())
+
 
 register(
     Exercise(
         name="11.1",
-        title="YaRN's full-speed pairs in a head of width 16",
+        title="YaRN's full-speed pairs in Llama 2's head",
         kind="integer",
-        level=1,
-        params=_head(),
+        level=2,
+        params=_llama2_head(),
         expected=lambda p: _kept(p, "yarn"),
         mistakes=(
             Mistake(
-                "you get by counting the pairs that complete a turn within L tokens; YaRN keeps a pair only if "
-                "it turns at least β_fast = 32 times in L tokens, and slows the rest, some partly (the ramp).",
-                value=_wrapping,
+                "you get by counting the pairs that turn at least once in L tokens (β_slow = 1): those are the "
+                "pairs YaRN does not slow by the full factor; the ones it leaves at full speed turn at least "
+                "β_fast = 32 times.",
+                value=lambda p: _turning(p, 1.0),
             ),
             Mistake(
-                "you get if every pair kept its speed; YaRN slows the slow pairs by the factor s.",
-                value=lambda p: p["d"] // 2,
+                "you get by counting the pairs YaRN slows at all (on the ramp or by the full factor); the question "
+                "asks for the ones it leaves alone.",
+                value=lambda p: p["d"] // 2 - _kept(p, "yarn"),
             ),
             Mistake(
-                "you get if no pair kept its speed, as under position interpolation; YaRN leaves the pairs that "
-                "turn often enough in L tokens as they were trained.",
+                "you get by leaving one pair out: pair 0 counts too, and so does the last pair that turns at least 32 "
+                "times (the correction range's lower end is rounded down, and the ramp is 0 there).",
+                value=lambda p: _kept(p, "yarn") - 1,
+            ),
+            Mistake(
+                "you get under position interpolation, which slows every pair; YaRN keeps the fast pairs.",
                 value=lambda p: 0,
             ),
         ),
-        hint="a pair keeps its speed when it turns at least 32 times in L tokens: L θ_i / 2π ≥ 32; the "
-        "correction range is rounded to whole pairs (notebook 06, section 9).",
+        hint="count the pairs i with L θ_i / 2π ≥ 32, with θ_i = base^(−2i/d) (notebook 06, section 8); the "
+        "factor does not enter.",
     )
 )
 
-# ----- 11.2 · the offset "lag" seems to be at under position interpolation --------------------------------
+# ----- 11.2 · where the lag model looks under position interpolation -----------------------------------------
 
 register(
     Exercise(
         name="11.2",
-        title="the lag answer's offset as position interpolation shows it",
+        title="where the lag model finds its answer under position interpolation",
         kind="number",
         level=2,
         predict=True,
         sig=3,
-        params=_head(),
-        # every pair turns by θ_i / s per token: an offset Δ looks like the trained offset Δ / s
-        expected=lambda p: p["lag"] / p["factor"],
+        params={k: v for k, v in _head().items() if k in ("factor", "L", "lag")},
+        # every pair turns by θ_i / s per token: the angles of the trained offset Δ now lie s Δ tokens back
+        expected=lambda p: p["lag"] * p["factor"],
         mistakes=(
             Mistake(
-                "you get by multiplying the offset by the factor; interpolation divides every speed by s, so the "
-                "same offset turns each pair by less, as a shorter trained offset would.",
-                value=lambda p: p["lag"] * p["factor"],
+                "you get by dividing: it is the offset whose trained angles the offset 3 now has (3 / s). The model "
+                "goes on looking for the angles it learned, those of 3 tokens, and under interpolation a token has "
+                "them s times farther back.",
+                value=lambda p: p["lag"] / p["factor"],
             ),
             Mistake(
-                "you get if the offset looked unchanged; PI changes the angle an offset turns each pair by, and "
-                "the model reads offsets only through those angles.",
+                "you get if the angles were unchanged; interpolation divides every speed by s, and the model reads "
+                "offsets only through those angles.",
                 value=lambda p: float(p["lag"]),
             ),
         ),
-        hint="under PI every pair turns by θ_i / s per token, so Δ tokens turn it by (Δ/s) θ_i.",
+        hint="under interpolation, Δ tokens turn pair i by (Δ/s) θ_i; which Δ gives the trained angle 3 θ_i?",
     )
 )
 

@@ -111,8 +111,8 @@ def stretch_scores(results: dict, *, budget: int = 0, highlight: str = "all", me
     places = [("within", length), ("past", factor * length), ("beyond", longest)]
     ticks = [
         f"within L\n(read at {length})",
-        f"L to {factor:g}L\n(read at {factor * length})",
-        f"{factor:g}L to {longest // length}L\n(read at {longest})",
+        f"past: L to {factor:g}L\n(read at {factor * length})",
+        f"beyond: {factor:g}L to {longest // length}L\n(read at {longest})",
     ]
     tasks = list(config["tasks"])
     fig, axes = new_figure(4.1 * len(tasks), 3.8, ncols=len(tasks))
@@ -140,15 +140,21 @@ def stretch_scores(results: dict, *, budget: int = 0, highlight: str = "all", me
         ax.grid(alpha=0.3, axis="y")
         if _TASK_METRIC[task] == "accuracy":
             ax.set_ylim(-0.03, 1.03)
-            if task == "passkey":
-                ax.axhline(1 / config["passkey_keys"], color="k", linewidth=0.6, linestyle=":")
+            chance = 1 / config["passkey_keys"] if task == "passkey" else 1 / config["base"]["vocab"]
+            ax.axhline(chance, color="k", linewidth=0.6, linestyle=":", label="chance" if task == "passkey" else None)
         elif values:
             low, high = min(values), max(values)
             ax.set_ylim(low - 0.05 * (high - low), high + 0.05 * (high - low))
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncols=len(methods), fontsize=8, frameon=False)
+    handles, labels = [], []
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            if label not in labels:
+                handles.append(handle)
+                labels.append(label)
+    fig.legend(handles, labels, loc="lower center", ncols=len(labels), fontsize=8, frameon=False)
     fig.suptitle(
-        f"Models trained at L = {length}, factor s = {factor:g}: mean over seeds, bar from the lowest seed to the highest",
+        f"Models trained at L = {length}, factor s = {factor:g}: mean over seeds, "
+        "bar from the lowest seed to the highest",
         fontsize=10,
         y=0.985,
     )
@@ -159,7 +165,7 @@ def stretch_scores(results: dict, *, budget: int = 0, highlight: str = "all", me
             raise ValueError(f"budget must be one of {budgets}, got {budget!r}")
         if highlight != "all" and highlight not in methods:
             raise ValueError(f"highlight must be 'all' or one of {methods}, got {highlight!r}")
-        for ax, task in zip(axes, tasks, strict=True):
+        for task in tasks:
             for method in methods:
                 alpha = 1.0 if highlight in ("all", method) else 0.15
                 for band, at in places:
@@ -213,7 +219,7 @@ def stretch_budgets(results: dict, *, band: str = "past", methods=None) -> Drawi
             ax.fill_between(x, low, high, color=color, alpha=0.12, linewidth=0)
         ax.set_xscale("symlog", linthresh=25)
         ax.set_xticks(budgets, [str(b) for b in budgets])
-        ax.set_xlabel(f"fine-tuning steps at {factor * length} tokens")
+        ax.set_xlabel(f"fine-tuning steps at {factor * length} tokens (linear to 25, logarithmic above)", fontsize=8)
         ax.set_title(_TASK_TITLE.get(task, task), fontsize=10)
         ax.grid(alpha=0.3)
         if _TASK_METRIC[task] == "accuracy":
