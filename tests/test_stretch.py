@@ -226,6 +226,10 @@ def test_the_cached_results_match_the_current_settings():
         for seed in config.seeds[task]
     }
     assert {(r["task"], r["method"], r["budget"], r["seed"]) for r in results["runs"]} == expected
+    # The goal (issue 34): the whole run in about 15 minutes on two cores. A regenerated cache that took
+    # longer on such a machine fails here; the time is measured by run_stretch itself.
+    if results["environment"]["cpu_count"] <= 2:
+        assert results["wall_seconds"] <= 15 * 60, f"make experiment-stretch took {results['wall_seconds']:.0f} s"
 
 
 def test_compare_separates_only_when_every_seed_is_on_one_side():

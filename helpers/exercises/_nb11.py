@@ -185,7 +185,8 @@ register(
                 function=_ntk_as_interpolation,
             ),
             Mistake(
-                "the exponent's denominator is the head width d, not d − 2: θ'_i = b'^(−2i/d).",
+                "putting d − 2 in the exponent's denominator gives: the denominator is the head width d, "
+                "θ'_i = b'^(−2i/d).",
                 function=_ntk_exponent_d_over_2,
             ),
         ),
