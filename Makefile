@@ -106,7 +106,7 @@ experiment-checks: $(STAMP)
 	$(PY) -m helpers.experiment --check long $(if $(DEVICE),--device $(DEVICE))
 
 # The context-stretching experiment (helpers.stretch): RoPE models trained at L, read at 2L-8L under six
-# RoPE scalings, without and after a short fine-tune at 4L; rewrites data/stretch.json and data/stretch_models.pt.
+# RoPE scalings, without and after a short fine-tune at 4L; rewrites data/stretch.json, data/stretch_models.pt and data/stretch_text.pt.
 experiment-stretch: $(STAMP)
 	$(PY) -m helpers.stretch --out data/stretch.json --models data/stretch_models.pt
 

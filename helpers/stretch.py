@@ -92,6 +92,9 @@ STRETCH_TASKS = ("text", "lag", "passkey")
 CACHED_RESULTS = Path(__file__).resolve().parent.parent / "data" / "stretch.json"
 #: Seed 0's base model of every task (state dicts), for the notebook's look inside.
 CACHED_MODELS = CACHED_RESULTS.with_name("stretch_models.pt")
+#: The held-out text the cached run was scored on: ``text_corpus()`` reads Python's own documentation,
+#: which differs between Python versions, so a look inside the cached models reads this copy.
+CACHED_TEXT = CACHED_RESULTS.with_name("stretch_text.pt")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -493,6 +496,7 @@ def run_stretch(
                     print(f"stretch: {task} base models trained in {seconds:.0f} s", file=sys.stderr)
             if models_out is not None:
                 torch.save({task: b["states"][0] for task, b in base.items()}, models_out)
+                torch.save(text_corpus()[1], Path(models_out).with_name(CACHED_TEXT.name))
             jobs = [(t, m, config.to_dict(), base[t]["states"]) for t in config.tasks for m in config.methods]
             jobs.sort(key=lambda job: 0 if job[0] == "text" else 1)  # the longest first
             runs = []
@@ -551,6 +555,14 @@ def compare(results: dict, task: str, a: str, b: str, budget: int, length: int, 
     if a_high < b_low:
         return "worse"
     return "not separable"
+
+
+def load_eval_text(path=CACHED_TEXT) -> tuple[torch.Tensor, torch.Tensor]:
+    """The text corpus as the cached run read it, for ``corpus=``: ``(empty train, held_out)``, int64.
+    Only the held-out part is kept (the evaluation and ``attention_entropy`` read nothing else); it
+    is Python 3.11's documentation whatever Python runs this."""
+    held_out = torch.load(path, map_location="cpu", weights_only=True)
+    return torch.empty(0, dtype=torch.int64), held_out
 
 
 def load_stretch(path=CACHED_RESULTS) -> dict:

@@ -280,3 +280,15 @@ def test_attention_entropy_sets_yarns_factor_only_and_names_bad_ones():
             "attention_factor",
             repr(bad),
         )
+
+
+def test_the_saved_evaluation_text_is_what_the_cached_run_read():
+    import sys
+
+    from helpers._experiment_tasks import text_corpus
+
+    empty, held_out = stretch.load_eval_text()
+    assert empty.numel() == 0 and held_out.dtype == torch.int64 and held_out.numel() > 40_000
+    assert stretch.load_stretch()["environment"]["python"].startswith("3.11")
+    if sys.version_info[:2] == (3, 11):  # the cache was made under 3.11: the same documentation
+        assert torch.equal(held_out, text_corpus()[1])
