@@ -64,13 +64,13 @@ test-notebooks: $(STAMP)
 # benchmarks and the notebooks' code cells; the formatter's check on the Python files (notebook
 # cells are laid out by hand for reading and are linted, not reformatted). CI runs it.
 lint: $(STAMP)
-	$(VENV)/bin/ruff check helpers tests benchmarks notebooks
-	$(VENV)/bin/ruff format --check helpers tests benchmarks notebooks/conftest.py
+	$(VENV)/bin/ruff check helpers tools tests benchmarks notebooks
+	$(VENV)/bin/ruff format --check helpers tools tests benchmarks notebooks/conftest.py
 
 # Apply the formatter and the linter's safe fixes.
 format: $(STAMP)
-	$(VENV)/bin/ruff format helpers tests benchmarks notebooks/conftest.py
-	$(VENV)/bin/ruff check --fix helpers tests benchmarks notebooks
+	$(VENV)/bin/ruff format helpers tools tests benchmarks notebooks/conftest.py
+	$(VENV)/bin/ruff check --fix helpers tools tests benchmarks notebooks
 
 # Readable notebook diffs in this clone: `git diff` and `git log -p` show a notebook's changed
 # cells, sources and outputs instead of JSON and base64, without the metadata (execution
@@ -119,23 +119,23 @@ test-browser: $(STAMP)
 
 # Lecture slides (reveal.js), one deck per notebook, in build/slides; a static site of every notebook
 # with an index page, in build/html. Both work offline: reveal.js and MathJax are copied beside the
-# pages (helpers/_templates load them from there), and each explorer's sliders swap pictures rendered
-# at build time (helpers/_frames.py), so they move without a kernel.
-SITE_OPTS = --TemplateExporter.extra_template_basedirs=helpers/_templates \
+# pages (tools/sitebuild/templates load them from there), and each explorer's sliders swap pictures rendered
+# at build time (tools/sitebuild/frames.py), so they move without a kernel.
+SITE_OPTS = --TemplateExporter.extra_template_basedirs=tools/sitebuild/templates \
 	--SitePreprocessor.link_suffix=$(1) \
 	--HTMLExporter.mathjax_url='_static/mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe'
 
 slides: $(STAMP)
-	$(VENV)/bin/jupyter nbconvert --to slides --output-dir $(BUILD)/slides --template pe_reveal \
-		--SlidesExporter.reveal_scroll=True --SlidesExporter.preprocessors='["helpers._site.SitePreprocessor"]' \
+	PYTHONPATH=tools $(VENV)/bin/jupyter nbconvert --to slides --output-dir $(BUILD)/slides --template pe_reveal \
+		--SlidesExporter.reveal_scroll=True --SlidesExporter.preprocessors='["sitebuild.SitePreprocessor"]' \
 		--SlidesExporter.reveal_url_prefix=_static/reveal --SlidesExporter.reveal_theme=white \
 		--SitePreprocessor.explorer_subslide=True $(call SITE_OPTS,.slides.html) $(NB)
-	$(PY) -m helpers._site --slides --out $(BUILD)/slides $(NB)
+	PYTHONPATH=tools $(PY) -m sitebuild --slides --out $(BUILD)/slides $(NB)
 
 html: $(STAMP)
-	$(VENV)/bin/jupyter nbconvert --to html --output-dir $(BUILD)/html --template pe_lab \
-		--HTMLExporter.preprocessors='["helpers._site.SitePreprocessor"]' $(call SITE_OPTS,.html) $(NB)
-	$(PY) -m helpers._site --out $(BUILD)/html $(NB)
+	PYTHONPATH=tools $(VENV)/bin/jupyter nbconvert --to html --output-dir $(BUILD)/html --template pe_lab \
+		--HTMLExporter.preprocessors='["sitebuild.SitePreprocessor"]' $(call SITE_OPTS,.html) $(NB)
+	PYTHONPATH=tools $(PY) -m sitebuild --out $(BUILD)/html $(NB)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build artifacts

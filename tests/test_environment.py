@@ -100,8 +100,6 @@ def test_the_dependencies_are_what_the_maths_imports():
     loaded = _loaded_by_import_helpers()
     imported_by_maths, outside = set(), {}
     for path in sorted((ROOT / "helpers").rglob("*.py")):
-        if path.name in ("_site.py", "_frames.py"):  # make html and make slides: requirements-dev.txt
-            continue
         modules = _imported_modules(path.read_text()) - set(sys.stdlib_module_names) - {"helpers", "__future__"}
         for module in modules:
             dists = {d.lower().replace("_", "-") for d in providers.get(module, [])}
@@ -164,7 +162,7 @@ def _imported_modules(source):
 
 
 def _lab_modules():
-    """Top-level modules the notebooks and ``helpers`` (less its site builder) import."""
+    """Top-level modules the notebooks and ``helpers`` import (the site builder lives in tools/)."""
     found = set()
     for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         cells = json.loads(path.read_text())["cells"]
@@ -172,8 +170,7 @@ def _lab_modules():
             if cell["cell_type"] == "code":
                 found |= _imported_modules("".join(cell["source"]))
     for path in sorted((ROOT / "helpers").rglob("*.py")):
-        if path.name not in ("_site.py", "_frames.py"):  # make html and make slides: requirements-dev.txt
-            found |= _imported_modules(path.read_text())
+        found |= _imported_modules(path.read_text())
     return found - set(sys.stdlib_module_names) - {"helpers", "__future__"}
 
 

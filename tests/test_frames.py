@@ -1,4 +1,4 @@
-"""Explorers without a kernel (``helpers._frames`` and the site's preprocessor): which values get a
+"""Explorers without a kernel (``sitebuild.frames`` and the site's preprocessor): which values get a
 frame, that each frame is the drawing at those values, and what the static page carries."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import nbformat
 import numpy as np
 import pytest
 from PIL import Image
+from sitebuild import SitePreprocessor
+from sitebuild import frames as _frames
 
 import helpers.widgets as widgets
-from helpers import _frames
-from helpers._site import SitePreprocessor
 from helpers.widgets._explorer import EXPLORER_SPEC
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"

@@ -15,7 +15,7 @@ Without a kernel. An explorer made by one of the ``*_explorer`` functions rememb
 made it (``spec``: the function and its arguments) and writes it beside the widget in the
 notebook's output (MIME type ``EXPLORER_SPEC``). ``make html`` and ``make slides`` make the same
 explorer again from it, render a picture for each slider value a reader can choose with the same
-drawing code, and embed them with a small script (``helpers._frames``): the sliders then move in
+drawing code, and embed them with a small script (``tools/sitebuild/frames.py``): the sliders then move in
 a static page with no kernel.
 """
 

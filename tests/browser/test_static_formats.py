@@ -1,4 +1,4 @@
-"""The static site and slides (``helpers._site``): widgets become their saved pictures, links follow
+"""The static site and slides (``tools/sitebuild``): widgets become their saved pictures, links follow
 the pages, the index lists every notebook. No browser needed: these run in ``make test``."""
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
-from helpers._site import SitePreprocessor, build_index, notebook_entry
+from sitebuild import SitePreprocessor, build_index, notebook_entry
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"

@@ -6,16 +6,16 @@ know by itself:
 - ``SitePreprocessor``, an nbconvert preprocessor: a slider explorer's output is a live widget,
   which a static page cannot run. An explorer that recorded the call that made it is made again
   and becomes a static explorer: its frames rendered ahead and a small script that swaps them as
-  the sliders move (``helpers._frames``); any other widget becomes the picture it showed when the
+  the sliders move (``sitebuild.frames``); any other widget becomes the picture it showed when the
   notebook was executed (saved in the notebook's widget state). Links between notebooks
   (``03_many_clocks.ipynb``) are pointed at the built pages (``03_many_clocks.html``).
 - ``copy_assets``: MathJax (from the package ``jupyter-server-mathjax``) and, for slides,
   reveal.js (from ``sphinx-revealjs``) copied beside the pages, which the templates in
-  ``helpers/_templates`` load instead of a CDN: the pages and decks work offline.
+  ``tools/sitebuild/templates`` load instead of a CDN: the pages and decks work offline.
 - ``build_index``: the site's index page, one entry per notebook with its title and what it reads
   alongside.
 
-Run ``python -m helpers._site --out build/html [notebooks...]`` after nbconvert has written the
+Run ``PYTHONPATH=tools python -m sitebuild --out build/html [notebooks...]`` after nbconvert has written the
 pages (the Makefile does both; ``--slides`` for the decks).
 """
 
@@ -33,10 +33,11 @@ from nbconvert.filters import markdown2html
 from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool, Unicode
 
-from . import _frames
-from .widgets._explorer import EXPLORER_SPEC
+from helpers.widgets._explorer import EXPLORER_SPEC
 
-__all__: list[str] = []  # private: used by the Makefile, not by notebooks
+from . import frames as _frames
+
+__all__ = ["SitePreprocessor", "build_index", "copy_assets", "notebook_entry", "main"]
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -305,7 +306,3 @@ def main(argv: list[str] | None = None) -> None:
     missing = [f"{path.stem}.html" for path in notebooks if not (args.out / f"{path.stem}.html").exists()]
     if missing:
         raise SystemExit(f"pages not built in {args.out}: {', '.join(missing)}")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,7 +1,7 @@
 """Explorers without a kernel: pictures rendered ahead for the slider values a reader can choose.
 
 A static page (``make html``) or a slide deck (``make slides``) has no Python behind it. For each
-explorer saved in a notebook, ``helpers._site`` makes the same explorer again from the call
+explorer saved in a notebook, ``sitebuild`` makes the same explorer again from the call
 recorded beside it (``helpers.widgets.EXPLORER_SPEC``), and this module
 
 - chooses the values each control offers (``control_choices``): every value of a slider at its
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import ipywidgets
 from PIL import Image
 
-__all__: list[str] = []  # private: used by helpers._site
+__all__: list[str] = []  # used by the preprocessor of this package
 
 #: At most this many values per slider (its ends and starting value always among them).
 MAX_VALUES = 17
