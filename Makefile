@@ -105,10 +105,10 @@ experiment-checks: $(STAMP)
 	$(PY) -m helpers.experiment --check fresh $(if $(DEVICE),--device $(DEVICE))
 	$(PY) -m helpers.experiment --check long $(if $(DEVICE),--device $(DEVICE))
 
-# The context-stretching experiment (helpers.stretch): RoPE models trained at L, read at 2L-8L under six
+# The context-stretching experiment (helpers.experiment.stretch): RoPE models trained at L, read at 2L-8L under six
 # RoPE scalings, without and after a short fine-tune at 4L; rewrites data/stretch.json, data/stretch_models.pt and data/stretch_text.pt.
 experiment-stretch: $(STAMP)
-	$(PY) -m helpers.stretch --out data/stretch.json --models data/stretch_models.pt
+	$(PY) -m helpers.experiment stretch --out data/stretch.json --models data/stretch_models.pt
 
 bench: $(STAMP)
 	$(PY) benchmarks/interactive_latency.py

@@ -25,8 +25,8 @@ import time
 
 import torch
 
-from helpers import experiment as ex
-from helpers._experiment_train import clip_per_member, masked_losses
+from helpers.experiment import extrapolation as ex
+from helpers.experiment.train import clip_per_member, masked_losses
 
 
 def _sync(device):

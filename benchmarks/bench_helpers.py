@@ -43,7 +43,7 @@ import torch
 import helpers
 from helpers._angles import sin_cos_interleaved
 
-_attention_module = sys.modules["helpers.attention"]  # the module; helpers.attention is the function
+_attention_module = sys.modules["helpers.self_attention"]
 
 
 # --- measurement -------------------------------------------------------------------------------

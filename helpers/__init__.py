@@ -3,52 +3,80 @@
 Pure functions on tensors; device and dtype follow the input or the ``device=`` / ``dtype=``
 arguments. Each module's docstring gives its notation and conventions.
 
-``import helpers`` loads the maths only (torch, numpy; SciPy when ``continuous_kernel`` first needs
-its cosine integral). The teaching stack is imported on
-first use: ``helpers.plots`` (matplotlib), ``helpers.widgets`` (ipywidgets), ``helpers.exercises``
-and ``helpers.experiment`` (the training code of notebook 08), so that an engineer who uses the
-encodings pays neither the seconds nor the packages of the figures and sliders (the distribution's
-``teaching`` extra installs them; ``tests/test_packaging.py`` checks that they stay unloaded).
+The maths, which ``import helpers`` loads (torch, numpy; SciPy when ``continuous_kernel`` first
+needs its cosine integral), one module a subject:
 
-Note: ``helpers.attention`` is the function; the module is ``helpers.attention`` only through
-``import helpers.attention as module`` style imports inside the package.
+- ``sinusoidal``: the sinusoidal table of Vaswani et al. and its shift matrices (articles 001-002);
+- ``rope``: rotary position embedding, its scalings (linear, NTK-aware, dynamic, YaRN, Llama 3,
+  LongRoPE) and ``rope_config`` reading a model's config the way transformers does (article 003);
+- ``alibi``: ALiBi's slopes and biases; ``relative``: T5's buckets and Shaw et al.'s relative
+  positions;
+- ``kernels``: the position kernel and the matrices that commute with a shift (article 002);
+- ``self_attention``: causal attention with an optional bias, and the score in four terms;
+- ``model_catalog``: the published RoPE settings of real models (``data/rope_models.json``);
+- ``checks``: detectors that test someone's RoPE, ALiBi, sinusoidal table, positions or KV-cache
+  decoding and name the fault they find;
+- ``device``: the default device and what it supports.
+
+The teaching rooms, imported on first use so that an engineer who uses the maths pays neither the
+seconds nor the packages of the figures and sliders (the distribution's ``teaching`` extra installs
+them; ``tests/test_packaging.py`` checks that they stay unloaded): ``helpers.plots`` (matplotlib),
+``helpers.widgets`` (ipywidgets), ``helpers.exercises``, and ``helpers.experiment``, the training
+experiments of notebooks 08 and 11 (``helpers.stretch`` is ``helpers.experiment.stretch``).
 """
 
-# Import the modules first, under private names (the function ``attention`` shadows its module).
-from . import alibi as _alibi
-from . import attention as _attention
 from . import checks
-from . import device as _device_module
-from . import kernels as _kernels
-from . import relative as _relative
-from . import rope as _rope
-from . import rope_models as _rope_models
-from . import sinusoidal as _sinusoidal
-from .alibi import *  # noqa: F401,F403,E402
-from .attention import *  # noqa: F401,F403,E402
-from .device import *  # noqa: F401,F403,E402
-from .kernels import *  # noqa: F401,F403,E402
-from .relative import *  # noqa: F401,F403,E402
-from .rope import *  # noqa: F401,F403,E402
-from .rope_models import *  # noqa: F401,F403,E402
-from .sinusoidal import *  # noqa: F401,F403,E402
+from .alibi import alibi_bias, alibi_decay_distance, alibi_key_bias, alibi_slopes
+from .device import ENV_DEVICE, default_device, supports_float64
+from .kernels import (
+    block_rotation,
+    continuous_kernel,
+    position_kernel,
+    rotation_commuting_matrix,
+    toeplitz_projection,
+    toeplitz_spread,
+)
+from .model_catalog import LAYER_KINDS, PAIR_LAYOUTS, ROPE_MODELS_PATH, ModelRope, model_rope, rope_layers, rope_models
+from .relative import ShawRelativeBias, T5RelativeBias, relative_position_bucket, relative_positions
+from .rope import (
+    LAYOUTS,
+    SCALING_TYPES,
+    apply_rope,
+    apply_rope_qk,
+    rope_cos_sin,
+    rope_frequencies,
+    rope_from_config,
+    rope_gather,
+    rope_settings_from_config,
+    yarn_correction_range,
+)
+from .self_attention import attention, causal_mask, score_terms
+from .sinusoidal import frequencies, nearest_collision, shift_distance, shift_matrix, sinusoidal_pe
 
 __version__ = "0.1.0"
 
-#: Submodules imported on first use (``helpers.plots``, ``from helpers import widgets``,
+#: Subpackages imported on first use (``helpers.plots``, ``from helpers import widgets``,
 #: ``import helpers.exercises``): the notebooks' teaching code. plots needs matplotlib, widgets
-#: ipywidgets (and with it IPython), the experiment tqdm: the ``teaching`` extra of pyproject.toml.
-_ON_FIRST_USE = ("exercises", "experiment", "plots", "widgets")
+#: ipywidgets (and with it IPython), the experiments tqdm: the ``teaching`` extra of pyproject.toml.
+_ON_FIRST_USE = {
+    "exercises": ".exercises",
+    "experiment": ".experiment",
+    "plots": ".plots",
+    "widgets": ".widgets",
+    "stretch": ".experiment.stretch",  # notebook 11's experiment, where it lived before the experiments met
+}
 
 
 def __getattr__(name):
-    # Called only for a name the module does not hold yet. Importing the submodule binds it as an
+    # Called only for a name the module does not hold yet. Importing a subpackage binds it as an
     # attribute of ``helpers``, so this runs once per name; ``python -m helpers.experiment`` also
     # runs cleanly because nothing imported it before.
     if name in _ON_FIRST_USE:
         import importlib
 
-        return importlib.import_module(f".{name}", __name__)
+        module = importlib.import_module(_ON_FIRST_USE[name], __name__)
+        globals()[name] = module
+        return module
     raise AttributeError(f"module 'helpers' has no attribute {name!r}")
 
 
@@ -57,14 +85,57 @@ def __dir__():
 
 
 __all__ = [
+    # sinusoidal
+    "frequencies",
+    "sinusoidal_pe",
+    "shift_matrix",
+    "shift_distance",
+    "nearest_collision",
+    # rope
+    "rope_frequencies",
+    "rope_cos_sin",
+    "rope_from_config",
+    "rope_settings_from_config",
+    "apply_rope",
+    "apply_rope_qk",
+    "rope_gather",
+    "yarn_correction_range",
+    "LAYOUTS",
+    "SCALING_TYPES",
+    # alibi
+    "alibi_slopes",
+    "alibi_bias",
+    "alibi_key_bias",
+    "alibi_decay_distance",
+    # relative
+    "relative_positions",
+    "relative_position_bucket",
+    "T5RelativeBias",
+    "ShawRelativeBias",
+    # kernels
+    "position_kernel",
+    "continuous_kernel",
+    "toeplitz_projection",
+    "toeplitz_spread",
+    "block_rotation",
+    "rotation_commuting_matrix",
+    # self_attention
+    "attention",
+    "causal_mask",
+    "score_terms",
+    # model_catalog
+    "ModelRope",
+    "rope_models",
+    "model_rope",
+    "rope_layers",
+    "ROPE_MODELS_PATH",
+    "LAYER_KINDS",
+    "PAIR_LAYOUTS",
+    # device
+    "default_device",
+    "supports_float64",
+    "ENV_DEVICE",
+    # subpackages
     "checks",
     *_ON_FIRST_USE,
-    *_alibi.__all__,
-    *_attention.__all__,
-    *_device_module.__all__,
-    *_kernels.__all__,
-    *_relative.__all__,
-    *_rope.__all__,
-    *_rope_models.__all__,
-    *_sinusoidal.__all__,
 ]

@@ -37,7 +37,7 @@ import numbers
 
 import torch
 
-from ._checks import check_dtype, check_int
+from ._validate import check_dtype, check_int
 
 __all__ = ["alibi_slopes", "alibi_bias", "alibi_key_bias", "alibi_decay_distance"]
 

@@ -37,11 +37,11 @@ from dataclasses import dataclass
 
 import torch
 
-from ._checks import check_base, check_dtype, check_even_dim, check_int
+from ._validate import check_base, check_dtype, check_even_dim, check_int
 from .alibi import alibi_bias, alibi_slopes
-from .attention import attention
 from .relative import relative_position_bucket
 from .rope import LAYOUTS, apply_rope, rope_cos_sin, rope_frequencies
+from .self_attention import attention
 from .sinusoidal import sinusoidal_pe
 
 __all__ = [

@@ -19,7 +19,7 @@ import math
 import numpy as np
 import torch
 
-from ._checks import check_base, check_even_dim, check_float_tensor
+from ._validate import check_base, check_even_dim, check_float_tensor
 from .sinusoidal import frequencies
 
 __all__ = [

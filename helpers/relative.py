@@ -31,7 +31,7 @@ import math
 import torch
 from torch import nn
 
-from ._checks import check_float_tensor, check_int
+from ._validate import check_float_tensor, check_int
 
 __all__ = [
     "relative_positions",

@@ -77,7 +77,7 @@ import torch
 
 from . import device as _device
 from ._angles import sin_cos_table
-from ._checks import (
+from ._validate import (
     as_positions,
     check_base,
     check_dtype,

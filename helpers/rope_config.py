@@ -21,7 +21,7 @@ from collections.abc import Mapping
 
 import torch
 
-from ._checks import check_base, check_even_dim, check_int, check_positive
+from ._validate import check_base, check_even_dim, check_int, check_positive
 
 #: Scaling types and their keys: (required, optional with defaults). Every type also takes
 #: ``rope_theta`` (the base) and ``partial_rotary_factor`` (see ``COMMON_KEYS``).

@@ -13,7 +13,7 @@ import numbers
 import torch
 
 from ._angles import sin_cos_interleaved, sin_cos_table
-from ._checks import as_positions, check_base, check_dtype, check_even_dim, check_int
+from ._validate import as_positions, check_base, check_dtype, check_even_dim, check_int
 
 __all__ = ["frequencies", "sinusoidal_pe", "shift_matrix", "shift_distance", "nearest_collision"]
 

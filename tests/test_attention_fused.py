@@ -24,7 +24,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import helpers
 
-attention_module = importlib.import_module("helpers.attention")  # the module; helpers.attention is the function
+attention_module = importlib.import_module("helpers.self_attention")
 
 
 def slow_attention(q, k, v, *, bias=None, causal=False, slopes=None):

@@ -295,7 +295,7 @@ def test_flex_alibi_is_used_for_one_query_and_one_key_and_broadcast_heads(monkey
     from torch.nn.attention.flex_attention import flex_attention
 
     q, k, v = _qkv32((1,), (1,), (1,), tq=tq, tk=tk)
-    reason = importlib.import_module("helpers.attention")._flex_unavailable(q, k, v)
+    reason = importlib.import_module("helpers.self_attention")._flex_unavailable(q, k, v)
     if reason is not None:
         pytest.skip(f"FlexAttention unavailable: {reason}")
     compiled = []

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import helpers
-from helpers import experiment as ex
+from helpers.experiment import extrapolation as ex
 
 DATA = pathlib.Path(__file__).resolve().parent.parent / "data"
 
@@ -314,7 +314,7 @@ def test_clipping_per_member_is_clip_grad_norm_of_each_member():
     (ensemble(tokens).pow(2).mean(dim=(1, 2, 3)) * scale).sum().backward()
     for e, model in enumerate(models):
         model(tokens[e]).pow(2).mean().mul(scale[e]).backward()
-    from helpers._experiment_train import clip_per_member
+    from helpers.experiment.train import clip_per_member
 
     norms = clip_per_member(ensemble, 1.0)
     for e, model in enumerate(models):
@@ -387,7 +387,7 @@ def test_plateau_rule():
     assert not ex.plateaued(slow, window, 0.02, 0.0, lookback=3)
     assert not ex.plateaued(slow[:-1], window, 0.0, 0.0, lookback=3)  # fewer than four windows: never
     assert ex.plateaued([1.0] * 16, window, 0.02, 0.0, lookback=3)
-    from helpers._experiment_train import improvement
+    from helpers.experiment.train import improvement
 
     assert improvement(slow, window, lookback=3) == pytest.approx(0.03)
     assert improvement(slow[:-1], window, lookback=3) == -math.inf
@@ -406,7 +406,7 @@ def test_each_seed_stops_when_its_own_rule_holds_or_at_the_limit():
     _, losses, stops = ex.train_seeds("lag", "rope", config, seeds=(0,), device="cpu")
     gain = stops[0].pop("improvement")
     assert stops == [{"stop_step": 40, "steps": 45, "plateaued": False}]  # never holds: the limit
-    from helpers._experiment_train import improvement
+    from helpers.experiment.train import improvement
 
     assert gain == pytest.approx(improvement(losses[0][:40], 10, config.plateau_lookback), abs=1e-5)
     assert losses[0].shape == (45,) and np.isfinite(losses[0]).all()
@@ -433,7 +433,7 @@ def _two_members(config):
 
 
 def test_a_seed_that_plateaus_leaves_and_the_others_go_on_as_if_alone():
-    from helpers._experiment_train import train_ensemble
+    from helpers.experiment.train import train_ensemble
 
     config = tiny_config(min_steps=60, max_steps=100, plateau_window=20, cooldown_steps=5)
     models, batches = _two_members(config)
@@ -968,3 +968,12 @@ def test_checks_rerun_the_main_experiment_on_fresh_seeds_and_the_capped_groups_l
     assert models is None and again["check"] == "long" and not (tmp_path / "extrapolation_models.pt").exists()
     assert {(r["task"], r["scheme"]) for r in again["runs"]} == {("lag", "rope")}
     assert [r["seed"] for r in again["runs"]] == list(config.seeds)  # the whole group, with its seeds
+
+
+def test_a_quick_run_never_overwrites_the_cache_the_notebook_reads():
+    """``python -m helpers.experiment --quick`` is the smoke test the docs suggest: with no ``--out`` it
+    wrote its two-seed results over data/extrapolation.json, which notebook 08 then read."""
+    assert ex.default_out() == ex.CACHED_RESULTS
+    quick = ex.default_out(quick=True)
+    assert quick != ex.CACHED_RESULTS and quick.parent.name == "build"
+    assert ex.default_out(check="fresh") == ex.CACHED_RESULTS.with_name("extrapolation_fresh.json")

@@ -121,7 +121,7 @@ _WHEEL_PROBE = """
 import json, sys, importlib
 import helpers
 loaded = sorted({{m.split(".")[0] for m in sys.modules}} & set({teaching!r}))
-module = importlib.import_module("helpers.rope_models")
+module = importlib.import_module("helpers.model_catalog")
 models = helpers.rope_models()
 rope = helpers.model_rope({key!r})
 print(json.dumps({{

@@ -30,14 +30,14 @@ PLANTED = [
     ),
     (
         "scores scaled by sqrt(dv) instead of sqrt(d)",
-        "attention.py",
+        "self_attention.py",
         "scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])",
         "scores = q @ k.transpose(-2, -1) / math.sqrt(v.shape[-1])",
         "tests/test_attention_fused.py tests/test_core.py",
     ),
     (
         "causal mask aligned top-left",
-        "attention.py",
+        "self_attention.py",
         "i = torch.arange(n_queries, device=device)[:, None] + (n_keys - n_queries)  # (Tq, 1)",
         "i = torch.arange(n_queries, device=device)[:, None]  # (Tq, 1)",
         "tests/test_attention_fused.py tests/test_core.py",
@@ -114,7 +114,7 @@ PLANTED = [
     ),
     (
         "FlexAttention's block mask one key short when a block's last query sees a block's first key",
-        "attention.py",
+        "self_attention.py",
         "count = (last // block + 1).clamp(max=n_k).to(torch.int32)[None, None]  # (1, 1, n_q)",
         "count = ((last - 1) // block + 1).clamp(max=n_k).to(torch.int32)[None, None]  # (1, 1, n_q)",
         "tests/test_attention_fused.py::test_flex_alibi_equals_materialised_bias",

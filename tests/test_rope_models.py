@@ -25,7 +25,7 @@ import torch
 import helpers
 
 # The module (``helpers.rope_models`` is the function, as ``helpers.attention`` is).
-rope_models_module = importlib.import_module("helpers.rope_models")
+rope_models_module = importlib.import_module("helpers.model_catalog")
 
 MODELS = helpers.rope_models()
 KEYS = sorted(MODELS)

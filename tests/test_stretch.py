@@ -1,4 +1,4 @@
-"""The context-stretching experiment (``helpers.stretch``): its task, its RoPE settings, the hook
+"""The context-stretching experiment (``helpers.experiment.stretch``): its task, its RoPE settings, the hook
 that puts them into the model, fine-tuning, scoring, and the cached results."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from _support import raises_naming
 
 import helpers
 from helpers import stretch
-from helpers._experiment_model import TinyEnsemble, TinyTransformer
-from helpers._experiment_tasks import PASSKEY_FIRST_KEY, PASSKEY_MARK, PASSKEY_QUERY, passkey_batch
+from helpers.experiment.model import TinyEnsemble, TinyTransformer
+from helpers.experiment.tasks import PASSKEY_FIRST_KEY, PASSKEY_MARK, PASSKEY_QUERY, passkey_batch
 
 L = 32
 
@@ -285,7 +285,7 @@ def test_attention_entropy_sets_yarns_factor_only_and_names_bad_ones():
 def test_the_saved_evaluation_text_is_what_the_cached_run_read():
     import sys
 
-    from helpers._experiment_tasks import text_corpus
+    from helpers.experiment.tasks import text_corpus
 
     empty, held_out = stretch.load_eval_text()
     assert empty.numel() == 0 and held_out.dtype == torch.int64 and held_out.numel() > 40_000

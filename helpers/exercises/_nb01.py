@@ -125,7 +125,7 @@ register(
         level=1,
         expected=lambda params: _reorder_outputs,
         inputs=_reorder_inputs,
-        forbid=("helpers.attention", "helpers.attention.attention"),
+        forbid=("helpers.attention", "helpers.self_attention.attention"),
         mistakes=(
             Mistake(
                 "the inverse reordering gives: it puts old row i at place order[i], while row i of the new input "

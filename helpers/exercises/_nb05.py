@@ -18,7 +18,7 @@ from ._core import Exercise, Mistake, register
 
 
 def _module(name: str):
-    """A submodule of helpers (``helpers.attention`` is also the name of a function, so no attribute access)."""
+    """A submodule of helpers, imported when the exercise is built."""
     import importlib
 
     return importlib.import_module(f"helpers.{name}")
@@ -34,7 +34,7 @@ OPTIONS_1 = ("content-content", "content-position", "position-position", "all ab
 
 def _largest_term(params: dict) -> str:
     """Which term has the largest rms over the pairs m ≠ n, words N(0, I) (N(0, 1/d) times sqrt(d)), A = I."""
-    attention, sinusoidal = _module("attention"), _module("sinusoidal")
+    attention, sinusoidal = _module("self_attention"), _module("sinusoidal")
     d, t = params["d_model"], params["T"]
     gen = torch.Generator().manual_seed(params["_seed"])
     words = torch.randn(t, d, generator=gen, dtype=torch.float64)  # (T, d): N(0, 1/d) rows times sqrt(d)
@@ -93,7 +93,7 @@ register(
 
 # Held here, because ``forbid`` replaces ``helpers.score_terms`` while a function is checked, and the
 # reference itself is also checked as the right answer.
-_SCORE_TERMS = _module("attention").score_terms
+_SCORE_TERMS = _module("self_attention").score_terms
 
 
 def _four_terms_reference(x, y, p, p_prime, w_q, w_k):
@@ -197,7 +197,7 @@ register(
         level=2,
         expected=lambda params: _four_terms_reference,
         inputs=_four_terms_inputs,
-        forbid=("helpers.score_terms", "helpers.attention.score_terms"),
+        forbid=("helpers.score_terms", "helpers.self_attention.score_terms"),
         mistakes=(
             Mistake(
                 "you get with the two cross terms in each other's places: the second term pairs the query's word "

@@ -15,7 +15,7 @@ import math
 import torch
 
 from .. import rope as _rope
-from ..rope_models import model_rope, rope_models
+from ..model_catalog import model_rope, rope_models
 from ._core import Exercise, Mistake, register
 
 # Exercise 09.4 switches these off (under any name) only while the learner's function runs; the
@@ -310,7 +310,7 @@ _FORBID_4 = (
     "helpers.rope_cos_sin",
     "helpers.rope.rope_cos_sin",
     "helpers.model_rope",
-    "helpers.rope_models.model_rope",
+    "helpers.model_catalog.model_rope",
     "helpers.exercises._nb09._llama3_reference",
     "helpers.exercises._nb09._every_pair_slowed",
     "helpers.exercises._nb09._fast_pairs_slowed",

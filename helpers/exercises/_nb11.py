@@ -3,7 +3,7 @@
 11.1 how many pairs of Llama 2's head YaRN leaves at full speed; 11.2 how far back the trained "lag"
 model looks under position interpolation; 11.3 NTK-aware scaling's speeds, written from scratch.
 
-The head's settings are the experiment's (``helpers.stretch.StretchConfig``: head width 16, base
+The head's settings are the experiment's (``helpers.experiment.stretch.StretchConfig``: head width 16, base
 10,000, ``L = 32``, factor 4).
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from .. import rope as _rope
-from ..stretch import StretchConfig, method_scaling
+from ..experiment.stretch import StretchConfig, method_scaling
 from ._core import Exercise, Mistake, register
 
 # Exercise 11.3 switches these off (under any name) only while the learner's function runs.

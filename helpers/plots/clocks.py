@@ -12,7 +12,7 @@ import math
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
-from .._checks import check_base, check_even_dim, check_int, check_positive
+from .._validate import check_base, check_even_dim, check_int, check_positive
 from ..sinusoidal import frequencies, nearest_collision, sinusoidal_pe
 from ._drawing import Drawing, Layout, new_figure
 from ._style import pair_color

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from matplotlib.colors import PowerNorm
 
-from .._checks import check_int
+from .._validate import check_int
 from ._drawing import FULL, Drawing, Layout, new_figure
 
 __all__ = [

@@ -20,7 +20,7 @@ import torch
 from matplotlib.ticker import FuncFormatter
 from scipy.special import sici
 
-from .._checks import check_base, check_even_dim, check_int
+from .._validate import check_base, check_even_dim, check_int
 from ..kernels import continuous_kernel, position_kernel
 from ..sinusoidal import frequencies
 from ._drawing import FULL, Drawing, new_figure

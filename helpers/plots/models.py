@@ -20,7 +20,7 @@ import math
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
-from ..rope_models import model_rope, rope_models
+from ..model_catalog import model_rope, rope_models
 from ._drawing import Drawing, new_figure
 from ._style import pair_color
 

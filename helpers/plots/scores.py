@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .._checks import check_float_tensor, check_int
-from ..attention import score_terms
+from .._validate import check_float_tensor, check_int
 from ..kernels import rotation_commuting_matrix, toeplitz_spread
+from ..self_attention import score_terms
 from ..sinusoidal import sinusoidal_pe
 from ._drawing import Drawing, new_figure
 

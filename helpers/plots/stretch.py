@@ -45,7 +45,7 @@ def stretch_pairs(d: int, base: float, factor: float, train_length: int, methods
     index, for a head of width ``d``; the top axis gives each pair's turns in ``L`` tokens. The
     dynamic setting is drawn at the target length ``sL`` (at ``L`` it is the trained RoPE)."""
     from .. import rope as _rope  # the maths, imported on use
-    from ..stretch import method_scaling
+    from ..experiment.stretch import method_scaling
 
     fig, ax = new_figure(7.6, 3.6)
     pairs = np.arange(d // 2)

@@ -16,7 +16,7 @@ def stretch_explorer(results: dict | None = None, budget: int = 0, highlight: st
     (``results`` defaults to the cached ``data/stretch.json``). The run reads one factor, so the
     factor is not a control."""
     if results is None:
-        from .. import stretch
+        from ..experiment import stretch
 
         results = stretch.load_stretch()
     methods = list(results["config"]["methods"])

@@ -57,7 +57,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from ._checks import check_float_tensor, check_int
+from ._validate import check_float_tensor, check_int
 
 __all__ = ["attention", "causal_mask", "score_terms"]
 

@@ -35,7 +35,7 @@ bands are the key's distance instead (up to ``L - 2``, as in training; up to ``s
 read on ``passkey_eval_batches`` batches (1,024 sequences: the key's place is uniform, so a band
 gets its share of them).
 
-``python -m helpers.stretch --out data/stretch.json --models data/stretch_models.pt`` (``make
+``python -m helpers.experiment stretch --out data/stretch.json --models data/stretch_models.pt`` (``make
 experiment-stretch``) regenerates the cached results and seed 0's base models; ``--quick`` runs a
 small version in about a minute.
 """
@@ -56,11 +56,11 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from ._checks import check_int
-from ._experiment_model import TinyEnsemble, TinyTransformer
-from ._experiment_tasks import PASSKEY_MARK, lag_batch, passkey_batch, text_batch, text_corpus
-from ._experiment_train import clip_per_member, masked_losses, train_ensemble
-from .experiment import ExperimentConfig
+from .._validate import check_int
+from .extrapolation import ExperimentConfig
+from .model import TinyEnsemble, TinyTransformer
+from .tasks import PASSKEY_MARK, lag_batch, passkey_batch, text_batch, text_corpus
+from .train import clip_per_member, masked_losses, train_ensemble
 
 __all__ = [
     "METHODS",
@@ -89,7 +89,7 @@ INFERENCE_ONLY = ("dynamic",)
 #: The bands a score is split into: t < L, L <= t < sL, t >= sL (for "passkey", the key's distance).
 BANDS = ("within", "past", "beyond")
 STRETCH_TASKS = ("text", "lag", "passkey")
-CACHED_RESULTS = Path(__file__).resolve().parent.parent / "data" / "stretch.json"
+CACHED_RESULTS = Path(__file__).resolve().parents[2] / "data" / "stretch.json"
 #: Seed 0's base model of every task (state dicts), for the notebook's look inside.
 CACHED_MODELS = CACHED_RESULTS.with_name("stretch_models.pt")
 #: The held-out text the cached run was scored on: ``text_corpus()`` reads Python's own documentation,
@@ -211,7 +211,7 @@ def stretch_batch(
 
 
 def _vocab(task: str, config: StretchConfig) -> int:
-    from ._experiment_tasks import TEXT_VOCAB
+    from .tasks import TEXT_VOCAB
 
     return TEXT_VOCAB if task == "text" else config.base_config.vocab
 
@@ -572,7 +572,7 @@ def load_stretch(path=CACHED_RESULTS) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m helpers.experiment stretch", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="write the results here (JSON)")
     parser.add_argument("--quick", action="store_true", help="a small version, about a minute")
     parser.add_argument("--models", type=Path, default=None, help="save seed 0's base models here")
@@ -584,7 +584,3 @@ def main(argv=None) -> int:
     if args.out is not None:
         args.out.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -11,12 +11,12 @@ import math
 import torch
 from torch import nn
 
-from ._checks import check_int
-from .alibi import alibi_bias
-from .attention import attention
-from .relative import T5RelativeBias, relative_position_bucket, relative_positions
-from .rope import apply_rope, rope_cos_sin
-from .sinusoidal import sinusoidal_pe
+from .._validate import check_int
+from ..alibi import alibi_bias
+from ..relative import T5RelativeBias, relative_position_bucket, relative_positions
+from ..rope import apply_rope, rope_cos_sin
+from ..self_attention import attention
+from ..sinusoidal import sinusoidal_pe
 
 SCHEMES = ("none", "learned", "sinusoidal", "rope", "alibi", "t5")
 
@@ -81,7 +81,7 @@ class TinyTransformer(nn.Module):
     it returns ``(logits, weights)``, ``weights`` a list of ``(B, H, T, T)``, one per layer.
 
     ``rope_scaling``: None, or a ``helpers.rope_cos_sin`` scaling dict for the RoPE tables at every
-    length ("dynamic" reads each sequence's length); ``helpers.stretch`` sets it. It is a setting of
+    length ("dynamic" reads each sequence's length); ``helpers.experiment.stretch`` sets it. It is a setting of
     the forward pass, not a weight: it is not in the state dict.
     """
 

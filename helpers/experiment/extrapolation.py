@@ -27,7 +27,7 @@ random length, continue a repeated block of distinct tokens: an induction-style 
 answer is not at fixed positions) and "text" (next-character prediction on the English reference
 documentation that ships with Python, ``pydoc_data``).
 
-Training (``helpers/_experiment_train.py``). The seeds of one task and variant train together as
+Training (``helpers/experiment/train.py``). The seeds of one task and variant train together as
 one batched ensemble, each on its own stream of batches and with its own schedule: Adam, linear
 warm-up, then a constant rate until the seed's own training loss has plateaued. From
 ``min_steps`` on, every ``plateau_window`` steps, the seed's mean loss over the last window is
@@ -68,12 +68,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ._checks import check_int
-from ._experiment_model import LEARNED_INIT_STD, SCHEMES, TinyEnsemble, TinyTransformer
-from ._experiment_probes import answer_weights, induction_heads, moved_block_accuracy, offset_weights, pattern_probe
-from ._experiment_tasks import TASKS, TEXT_VOCAB, decode, lag_batch, pattern_batch, text_batch, text_corpus
-from ._experiment_train import evaluate_model, plateaued, train_ensemble
-from .device import default_device
+from .._validate import check_int
+from ..device import default_device
+from .model import LEARNED_INIT_STD, SCHEMES, TinyEnsemble, TinyTransformer
+from .probes import answer_weights, induction_heads, moved_block_accuracy, offset_weights, pattern_probe
+from .tasks import TASKS, TEXT_VOCAB, decode, lag_batch, pattern_batch, text_batch, text_corpus
+from .train import evaluate_model, plateaued, train_ensemble
 
 __all__ = [
     "SCHEMES",
@@ -123,6 +123,7 @@ __all__ = [
     "one_turn_base",
     "check_config",
     "CACHED_RESULTS",
+    "SAVED_MODELS",
     "CACHED_MODELS",
     "CACHED_FRESH",
     "CACHED_LONG",
@@ -838,7 +839,7 @@ def run_experiment(
 
 #: The cached results committed with the collection (``make experiment`` rewrites them), found
 #: from the package so that a notebook reads them from any working directory.
-CACHED_RESULTS = Path(__file__).resolve().parents[1] / "data" / "extrapolation.json"
+CACHED_RESULTS = Path(__file__).resolve().parents[2] / "data" / "extrapolation.json"
 CACHED_MODELS = CACHED_RESULTS.with_name("extrapolation_models.pt")
 #: The two checks' results (``make experiment-checks``): fresh seeds, and the capped groups trained longer.
 CACHED_FRESH = CACHED_RESULTS.with_name("extrapolation_fresh.json")
@@ -887,6 +888,19 @@ def _earlier_costs(path) -> dict:
         return {}
 
 
+#: Where ``--quick`` writes by default: a smoke test of the pipeline never replaces the cache that
+#: notebook 08 reads (``build/`` is not committed).
+QUICK_RESULTS = CACHED_RESULTS.parents[1] / "build" / "extrapolation_quick.json"
+
+
+def default_out(*, quick: bool = False, check: str | None = None) -> Path:
+    """Where ``regenerate`` writes when no ``out`` is given: the cache for the full run,
+    ``data/extrapolation_<check>.json`` for a check, ``QUICK_RESULTS`` for a quick run."""
+    if check is not None:
+        return CACHED_RESULTS.with_name(f"extrapolation_{check}.json")
+    return QUICK_RESULTS if quick else CACHED_RESULTS
+
+
 def regenerate(
     out=None,
     *,
@@ -900,8 +914,9 @@ def regenerate(
 ) -> tuple[Path, Path | None]:
     """Run the experiment and write its results (JSON) to ``out`` and its saved models beside them.
 
-    ``out`` defaults to ``data/extrapolation.json`` (``data/extrapolation_<check>.json`` for a
-    check); ``models`` to ``extrapolation_models.pt`` in the folder of ``out``; ``quick`` uses
+    ``out`` defaults to ``default_out(quick=quick, check=check)``: ``data/extrapolation.json``,
+    ``data/extrapolation_<check>.json`` for a check, ``build/extrapolation_quick.json`` for a quick
+    run; ``models`` to ``extrapolation_models.pt`` in the folder of ``out``; ``quick`` uses
     ``QUICK``; ``check`` (a key of ``CHECKS``: "fresh" or "long") runs that check of the main
     run's results at ``main`` instead (``check_config``), and saves no model. Returns the two
     paths (None for the models of a check). ``make experiment`` and ``make experiment-checks``
@@ -911,8 +926,7 @@ def regenerate(
         raise ValueError(f"check must be one of {tuple(CHECKS)} or None, got {check!r}")
     if check is not None and quick:
         raise ValueError("quick and check cannot be combined")
-    default = CACHED_RESULTS if check is None else CACHED_RESULTS.with_name(f"extrapolation_{check}.json")
-    out = Path(out) if out is not None else default
+    out = Path(out) if out is not None else default_out(quick=quick, check=check)
     if check is None:
         models = Path(models) if models is not None else out.with_name("extrapolation_models.pt")
         config = ExperimentConfig(**QUICK) if quick else ExperimentConfig()
@@ -939,7 +953,8 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--out",
         default=None,
-        help="where to write the results (JSON; default data/extrapolation.json, or data/extrapolation_CHECK.json)",
+        help="where to write the results (JSON; default data/extrapolation.json, data/extrapolation_CHECK.json for a "
+        "check, build/extrapolation_quick.json for --quick)",
     )
     parser.add_argument(
         "--models",
@@ -972,7 +987,3 @@ def main(argv=None) -> int:
         f"{results['environment']['device']} with {results['environment']['workers']} worker(s)"
     )
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

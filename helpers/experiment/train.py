@@ -19,8 +19,8 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from ._experiment_model import TinyEnsemble, TinyTransformer
-from .device import default_device
+from ..device import default_device
+from .model import TinyEnsemble, TinyTransformer
 
 #: torch's ``clip_grad_norm_`` adds this to the norm before dividing.
 _CLIP_EPS = 1e-6

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-from ._checks import check_int
+from ._validate import check_int
 from .rope import rope_frequencies
 from .rope_config import rope_settings_from_config
 

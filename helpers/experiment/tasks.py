@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import check_int
+from .._validate import check_int
 
 TASKS = ("lag", "pattern", "text")
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import check_int
-from ._experiment_model import TinyTransformer
-from ._experiment_tasks import pattern_batch
+from .._validate import check_int
+from .model import TinyTransformer
+from .tasks import pattern_batch
 
 
 def pattern_probe(config, *, period: int = 7, seed: int = 3) -> torch.Tensor:
