@@ -84,17 +84,48 @@ def check_alibi(bias_fn, *, max_heads: int = 64, n_tokens: int = 16) -> CheckRep
 
 
 def _alibi_findings(bias_fn, max_heads, T):
-    findings = []
-    rounding: list[float] = []  # rounding steps of low-precision results (bfloat16 +m_h j grows with j)
+    """The findings of ``check_alibi``, in order; decoding and alignment are judged against the
+    implementation's own full pass, so that wrong slopes are reported once."""
+    probe = _AlibiProbe(bias_fn, T)
+    got8, slope8 = probe.measured(8)
+    if bool((got8[:, probe.visible].abs() <= 1e-9 + probe.slack()).all()):
+        raise _Bad(
+            Finding(
+                "distance",
+                False,
+                "every key a query sees gets the same bias (it depends on the query's index only, or is 0): "
+                "softmax cancels a constant added to a row, so this is no ALiBi at all. The bias must change "
+                "with the key: -m_h (i - j), or +m_h j with j the key's index.",
+            )
+        )
+    findings = [_sign_finding(slope8)]
+    findings.append(_slopes_finding(probe, max_heads, got8, slope8, sign_failed=not findings[0].passed))
+    findings.append(_decoding_finding(probe, got8))
+    findings.append(_alignment_finding(probe, got8))
+    return findings
 
-    def slack():
-        return 2.0 * max(rounding, default=0.0)
 
-    visible = torch.ones(T, T).tril().bool()  # (T, T): j <= i
-    distance = (torch.arange(T)[:, None] - torch.arange(T)[None, :]).double()  # (T, T)
+class _AlibiProbe:
+    """Calls ``bias_fn`` for ``T`` queries and keys and reads each row from the query's own key;
+    ``rounding`` collects the rounding steps of low-precision results (bfloat16 ``+m_h j`` grows
+    with ``j``), which every comparison then allows for (``slack``)."""
 
-    def measured(H):
-        raw = _alibi_call(bias_fn, H, T, T, rounding)  # (H, T, T)
+    def __init__(self, bias_fn, T: int):
+        self.bias_fn, self.T = bias_fn, T
+        self.rounding: list[float] = []
+        self.visible = torch.ones(T, T).tril().bool()  # (T, T): j <= i
+        self.distance = (torch.arange(T)[:, None] - torch.arange(T)[None, :]).double()  # (T, T)
+
+    def slack(self) -> float:
+        return 2.0 * max(self.rounding, default=0.0)
+
+    def call(self, H: int, n_queries: int) -> torch.Tensor:
+        return _alibi_call(self.bias_fn, H, n_queries, self.T, self.rounding)  # (H, n_queries, T)
+
+    def measured(self, H: int):
+        """``(bias (H, T, T) measured from each query's own key, slope of each head (H,))``."""
+        T, visible, distance = self.T, self.visible, self.distance
+        raw = self.call(H, T)  # (H, T, T)
         if bool(torch.isneginf(raw[:, visible]).any()):
             h, i, j = (int(t) for t in torch.nonzero(torch.isneginf(raw) & visible)[0])
             raise _Bad(
@@ -106,159 +137,157 @@ def _alibi_findings(bias_fn, max_heads, T):
                 )
             )
         got = _rows_from_own_key(raw, T)
-        slope = -(got[:, visible & (distance > 0)] / distance[visible & (distance > 0)]).mean(-1)  # (H,)
+        far = visible & (distance > 0)
+        slope = -(got[:, far] / distance[far]).mean(-1)  # (H,)
         return got, slope
 
-    got8, slope8 = measured(8)
-    if bool((got8[:, visible].abs() <= 1e-9 + slack()).all()):
-        raise _Bad(
-            Finding(
-                "distance",
-                False,
-                "every key a query sees gets the same bias (it depends on the query's index only, or is 0): "
-                "softmax cancels a constant added to a row, so this is no ALiBi at all. The bias must change "
-                "with the key: -m_h (i - j), or +m_h j with j the key's index.",
-            )
-        )
+
+def _sign_finding(slope8) -> Finding:
     if bool((slope8 < 0).any()):
         h = int((slope8 < 0).nonzero()[0])
-        findings.append(
-            Finding(
-                "sign",
-                False,
-                f"head {h} of 8 adds {_num(-slope8[h])} per token of distance: the penalty shrinks as the key gets "
-                "further away, so far keys are favoured. The sign is flipped: ALiBi adds -m_h (i - j).",
-            )
+        return Finding(
+            "sign",
+            False,
+            f"head {h} of 8 adds {_num(-slope8[h])} per token of distance: the penalty shrinks as the key gets "
+            "further away, so far keys are favoured. The sign is flipped: ALiBi adds -m_h (i - j).",
         )
-    else:
-        findings.append(Finding("sign", True, "the penalty grows with distance in every head"))
+    return Finding("sign", True, "the penalty grows with distance in every head")
 
+
+def _slopes_finding(probe: _AlibiProbe, max_heads, got8, slope8, sign_failed: bool) -> Finding:
+    """Every head count from 1 to ``max_heads`` against the reference bias; a failure says what the
+    slopes are (flipped, rounded, reordered, the power-of-two rule applied to any H, or a bias that
+    is not linear in the distance)."""
+    visible, T = probe.visible, probe.T
     wrong = []
     for H in range(1, max_heads + 1):
-        got, slope = (got8, slope8) if H == 8 else measured(H)
+        got, slope = (got8, slope8) if H == 8 else probe.measured(H)
         want = alibi_slopes(H)
         ref = alibi_bias(H, T, T, dtype=torch.float64)
-        tol = 1e-4 * float(want.max()) * T + slack()
+        tol = 1e-4 * float(want.max()) * T + probe.slack()
         if not torch.allclose(got[:, visible], ref[:, visible], rtol=1e-4, atol=tol):
             wrong.append((H, slope, want, got, ref))
     if not wrong:
-        low = f" (the bias comes in a low precision: compared within its rounding, {_num(slack())})" if rounding else ""
-        findings.append(Finding("slopes", True, f"the slopes of every head count from 1 to {max_heads} are right{low}"))
-    else:
-        powers = [w for w in wrong if w[0] & (w[0] - 1) == 0]
-        first = wrong[0]
-        H, slope, want, got, ref = first
-        rounded_to = next(
-            (
-                name
-                for name, dt in (("bfloat16", torch.bfloat16), ("float16", torch.float16))
-                if all(torch.allclose(w[1], w[2].to(dt).double(), rtol=1e-4) for w in wrong)
-            ),
-            None,
+        low = (
+            f" (the bias comes in a low precision: compared within its rounding, {_num(probe.slack())})"
+            if probe.rounding
+            else ""
         )
-        flipped = bool((slope < 0).all()) and torch.allclose(-slope, want, rtol=1e-3)
-        if flipped:
-            text = "the slopes are right in size but negative: the same fault as the sign finding."
-        elif rounded_to is not None:
-            worst = max(float(((w[1] - w[2]) / w[2]).abs().max()) for w in wrong)
-            text = (
-                f"wrong for {len(wrong)} of {max_heads} head counts, each slope off by up to {_num(100 * worst)}%: "
-                f"they are the reference slopes rounded to {rounded_to} (keep the slopes in float32 and cast the "
-                "bias, not the slopes)."
-            )
-        elif not torch.allclose(slope, want, rtol=1e-3):
-            text = (
-                f"wrong for {len(wrong)} of {max_heads} head counts"
-                + ("" if powers else ", right for every power of two")
-                + f"; first at H = {H}: log2 of the slopes is {_log2_list(slope.tolist())}, expected "
-                f"{_log2_list(want.tolist())}."
-            )
-            direct = torch.tensor([2.0 ** (-8.0 * (k + 1) / H) for k in range(H)], dtype=torch.float64)
-            if torch.allclose(slope.sort().values, want.sort().values, rtol=1e-3):
-                text += (
-                    " These are the right slopes given to the wrong heads"
-                    + (" (in ascending order)" if bool((slope.diff() > 0).all()) else "")
-                    + ": head h must get the h-th slope of the reference order (largest first, alibi_slopes(H)); "
-                    "weights trained with one assignment are wrong with another."
-                )
-            elif H & (H - 1) and torch.allclose(slope, direct, rtol=1e-3):
-                n = 2 ** math.floor(math.log2(H))
-                text += (
-                    f" These are 2^(-8k/H) with H = {H}, the rule for a power of two; the reference keeps the {n} "
-                    f"slopes of {n} heads and appends every other slope of {2 * n} heads (the odd powers of "
-                    f"2^(-{_num(4 / n)}))."
-                )
-            elif H & (H - 1):
-                n = 2 ** math.floor(math.log2(H))
-                good = int((torch.isclose(slope, want, rtol=1e-3)).sum())
-                text += f" {good} of {H} heads match; the last {H - n} should be every other slope of {2 * n} heads."
-        else:
-            diff = (got - ref).abs().masked_fill(~visible, 0.0)
-            h, i, j = (int(t) for t in torch.unravel_index(diff.argmax(), diff.shape))
-            text = (
-                f"the slopes are right but the bias is not linear in the distance: H = {H}, head {h}, query {i}, "
-                f"key {j} has {_num(got[h, i, j])}, expected {_num(ref[h, i, j])}."
-            )
-        if flipped and any(f.name == "sign" and not f.passed for f in findings):
-            findings.append(Finding("slopes", False, text, folded_into="sign"))
-        else:
-            findings.append(Finding("slopes", False, text))
+        return Finding("slopes", True, f"the slopes of every head count from 1 to {max_heads} are right{low}")
+    H, slope, want, got, ref = wrong[0]
+    rounded_to = next(
+        (
+            name
+            for name, dt in (("bfloat16", torch.bfloat16), ("float16", torch.float16))
+            if all(torch.allclose(w[1], w[2].to(dt).double(), rtol=1e-4) for w in wrong)
+        ),
+        None,
+    )
+    flipped = bool((slope < 0).all()) and torch.allclose(-slope, want, rtol=1e-3)
+    if flipped:
+        text = "the slopes are right in size but negative: the same fault as the sign finding."
+    elif rounded_to is not None:
+        worst = max(float(((w[1] - w[2]) / w[2]).abs().max()) for w in wrong)
+        text = (
+            f"wrong for {len(wrong)} of {max_heads} head counts, each slope off by up to {_num(100 * worst)}%: "
+            f"they are the reference slopes rounded to {rounded_to} (keep the slopes in float32 and cast the "
+            "bias, not the slopes)."
+        )
+    elif not torch.allclose(slope, want, rtol=1e-3):
+        powers = [w for w in wrong if w[0] & (w[0] - 1) == 0]
+        text = (
+            f"wrong for {len(wrong)} of {max_heads} head counts"
+            + ("" if powers else ", right for every power of two")
+            + f"; first at H = {H}: log2 of the slopes is {_log2_list(slope.tolist())}, expected "
+            f"{_log2_list(want.tolist())}."
+        ) + _wrong_slopes_story(H, slope, want)
+    else:
+        diff = (got - ref).abs().masked_fill(~visible, 0.0)
+        h, i, j = (int(t) for t in torch.unravel_index(diff.argmax(), diff.shape))
+        text = (
+            f"the slopes are right but the bias is not linear in the distance: H = {H}, head {h}, query {i}, "
+            f"key {j} has {_num(got[h, i, j])}, expected {_num(ref[h, i, j])}."
+        )
+    return Finding("slopes", False, text, folded_into="sign" if flipped and sign_failed else "")
 
-    # Decoding and alignment are judged against the implementation's own full pass (Tq = Tk), so
-    # that wrong slopes, already reported, are not reported again as wrong decoding and alignment.
-    ref_full = got8  # (8, T, T): its own rows, measured from each query's own key
-    step = _alibi_call(bias_fn, 8, 1, T, rounding)  # (8, 1, T)
+
+def _wrong_slopes_story(H: int, slope, want) -> str:
+    """What wrong slopes of ``H`` heads are: the right ones reordered, or a rule that holds for a
+    power of two only."""
+    direct = torch.tensor([2.0 ** (-8.0 * (k + 1) / H) for k in range(H)], dtype=torch.float64)
+    if torch.allclose(slope.sort().values, want.sort().values, rtol=1e-3):
+        return (
+            " These are the right slopes given to the wrong heads"
+            + (" (in ascending order)" if bool((slope.diff() > 0).all()) else "")
+            + ": head h must get the h-th slope of the reference order (largest first, alibi_slopes(H)); "
+            "weights trained with one assignment are wrong with another."
+        )
+    if H & (H - 1) and torch.allclose(slope, direct, rtol=1e-3):
+        n = 2 ** math.floor(math.log2(H))
+        return (
+            f" These are 2^(-8k/H) with H = {H}, the rule for a power of two; the reference keeps the {n} "
+            f"slopes of {n} heads and appends every other slope of {2 * n} heads (the odd powers of "
+            f"2^(-{_num(4 / n)}))."
+        )
+    if H & (H - 1):
+        n = 2 ** math.floor(math.log2(H))
+        good = int((torch.isclose(slope, want, rtol=1e-3)).sum())
+        return f" {good} of {H} heads match; the last {H - n} should be every other slope of {2 * n} heads."
+    return ""
+
+
+def _decoding_finding(probe: _AlibiProbe, ref_full) -> Finding:
+    """One query against ``T`` keys (a decoding step) against the last row of the implementation's
+    own full bias ``ref_full`` ``(8, T, T)``."""
+    T = probe.T
+    step = probe.call(8, 1)  # (8, 1, T)
     own = step[:, 0, T - 1]
     if bool(torch.isneginf(own).any()):
-        findings.append(
-            Finding(
-                "decoding",
-                False,
-                f"at the decoding step (Tq = 1, Tk = {T}) the query's own key {T - 1} is masked with -inf: the "
-                "query is aligned top-left (at position 0); it is the newest token, at position Tk - 1.",
-            )
+        return Finding(
+            "decoding",
+            False,
+            f"at the decoding step (Tq = 1, Tk = {T}) the query's own key {T - 1} is masked with -inf: the "
+            "query is aligned top-left (at position 0); it is the newest token, at position Tk - 1.",
         )
-    else:
-        step = _rows_from_own_key(step, T)[:, 0]  # (8, T)
-        if torch.allclose(step, ref_full[:, -1], rtol=1e-4, atol=1e-4 * T + slack()):
-            findings.append(Finding("decoding", True, f"Tq = 1 matches the last row of its own full bias (Tk = {T})"))
-        else:
-            flat = bool((step.abs() <= 1e-6).all())
-            text = (
-                f"at the decoding step (Tq = 1, Tk = {T}) head 0 gives the keys {_num(step[0, 0])} ... "
-                f"{_num(step[0, -1])}; the last row of its own full bias (Tq = Tk) has "
-                f"{_num(ref_full[0, -1, 0])} ... 0."
-            )
-            if flat:
-                text += (
-                    " The bias is the same for every key, so ALiBi does nothing while generating: the distance is "
-                    "measured from position 0 (or from the step's own length) instead of from the newest position."
-                )
-            findings.append(Finding("decoding", False, text))
+    step = _rows_from_own_key(step, T)[:, 0]  # (8, T)
+    if torch.allclose(step, ref_full[:, -1], rtol=1e-4, atol=1e-4 * T + probe.slack()):
+        return Finding("decoding", True, f"Tq = 1 matches the last row of its own full bias (Tk = {T})")
+    text = (
+        f"at the decoding step (Tq = 1, Tk = {T}) head 0 gives the keys {_num(step[0, 0])} ... "
+        f"{_num(step[0, -1])}; the last row of its own full bias (Tq = Tk) has "
+        f"{_num(ref_full[0, -1, 0])} ... 0."
+    )
+    if bool((step.abs() <= 1e-6).all()):
+        text += (
+            " The bias is the same for every key, so ALiBi does nothing while generating: the distance is "
+            "measured from position 0 (or from the step's own length) instead of from the newest position."
+        )
+    return Finding("decoding", False, text)
 
-    tq = 4
-    part = _alibi_call(bias_fn, 8, tq, T, rounding)  # (8, 4, T)
+
+def _alignment_finding(probe: _AlibiProbe, ref_full, tq: int = 4) -> Finding:
+    """``tq`` queries against ``T`` keys must be the last ``tq`` rows of the full bias (bottom-right)."""
+    T = probe.T
+    part = probe.call(8, tq)  # (8, tq, T)
     ok_rows = ref_full[:, -tq:]
     finite = torch.isfinite(ok_rows)
     own_ok = bool(torch.isfinite(part[:, torch.arange(tq), torch.arange(tq) + T - tq]).all())
     shifted = _rows_from_own_key(part, T) if own_ok else part
-    if own_ok and torch.allclose(shifted[finite], ok_rows[finite], rtol=1e-4, atol=1e-4 * T + slack()):
-        findings.append(Finding("alignment", True, f"Tq = {tq} queries against Tk = {T} keys align bottom-right"))
-    else:
-        top = ref_full[:, :tq]
-        top_finite = torch.isfinite(top)
-        part_top = part - part[:, torch.arange(tq), torch.arange(tq)][..., None]
-        top_left = bool(torch.isfinite(part_top[top_finite]).all()) and torch.allclose(
-            part_top[top_finite], top[top_finite], rtol=1e-4, atol=1e-4 * T + slack()
-        )
-        text = f"with Tq = {tq} queries against Tk = {T} keys, query 0 should be the token at position {T - tq}"
-        text += (
-            " (bottom-right: the queries are the newest tokens); this bias places it at position 0 (top-left)."
-            if top_left
-            else "; the bias of the last rows differs from the last rows of its own full bias (Tq = Tk)."
-        )
-        findings.append(Finding("alignment", False, text))
-    return findings
+    if own_ok and torch.allclose(shifted[finite], ok_rows[finite], rtol=1e-4, atol=1e-4 * T + probe.slack()):
+        return Finding("alignment", True, f"Tq = {tq} queries against Tk = {T} keys align bottom-right")
+    top = ref_full[:, :tq]
+    top_finite = torch.isfinite(top)
+    part_top = part - part[:, torch.arange(tq), torch.arange(tq)][..., None]
+    top_left = bool(torch.isfinite(part_top[top_finite]).all()) and torch.allclose(
+        part_top[top_finite], top[top_finite], rtol=1e-4, atol=1e-4 * T + probe.slack()
+    )
+    text = f"with Tq = {tq} queries against Tk = {T} keys, query 0 should be the token at position {T - tq}"
+    text += (
+        " (bottom-right: the queries are the newest tokens); this bias places it at position 0 (top-left)."
+        if top_left
+        else "; the bias of the last rows differs from the last rows of its own full bias (Tq = Tk)."
+    )
+    return Finding("alignment", False, text)
 
 
 def check_t5_bias(

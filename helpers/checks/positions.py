@@ -136,84 +136,17 @@ def check_cached_decoding(
     gen = torch.Generator().manual_seed(1)
     q, k, v = (torch.randn(T, d, generator=gen, dtype=torch.float64) for _ in range(3))
     q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
-    cos, sin = rope_cos_sin(T, d, base, dtype=torch.float64)
-
-    def full(q_rot, k_rot, mask=None, values=None):
-        values = v.double() if values is None else values
-        out, _ = attention(q_rot.double(), k_rot.double(), values, causal=mask is None, bias=mask)
-        return out
-
-    reference = full(apply_rope(q.double(), cos, sin, layout=layout), apply_rope(k.double(), cos, sin, layout=layout))
     bounds = [0]
     for c in chunks:
         bounds.append(bounds[-1] + c)
-    # Hypothesis 1: every step rotated from position 0 (the offset forgotten).
-    from_zero = torch.cat([torch.arange(e - s) for s, e in zip(bounds[:-1], bounds[1:], strict=True)])
-    q0 = apply_rope(q.double(), cos, sin, layout=layout, positions=from_zero)
-    k0 = apply_rope(k.double(), cos, sin, layout=layout, positions=from_zero)
-    no_offset = full(q0, k0)
-    # Hypothesis 2: right rotations, causal mask top-left within each step (torch's is_causal with Tq < Tk).
-    q_rot = apply_rope(q.double(), cos, sin, layout=layout)
-    k_rot = apply_rope(k.double(), cos, sin, layout=layout)
-    top_left = []
-    for s, e in zip(bounds[:-1], bounds[1:], strict=True):
-        i = torch.arange(e - s)[:, None]
-        j = torch.arange(e)[None, :]
-        mask = torch.zeros(e - s, e, dtype=torch.float64).masked_fill(j > i, float("-inf"))
-        out, _ = attention(q_rot[s:e], k_rot[:e], v[:e].double(), bias=mask)
-        top_left.append(out)
-    top_left = torch.cat(top_left)
-    # Hypothesis 3: tables memoized by the step's length, not its offset: every step of a given length is
-    # rotated as the first step of that length was.
-    first_start: dict[int, int] = {}
-    for s, e in zip(bounds[:-1], bounds[1:], strict=True):
-        first_start.setdefault(e - s, s)
-    memo = torch.cat([torch.arange(e - s) + first_start[e - s] for s, e in zip(bounds[:-1], bounds[1:], strict=True)])
-    by_length = full(
-        apply_rope(q.double(), cos, sin, layout=layout, positions=memo),
-        apply_rope(k.double(), cos, sin, layout=layout, positions=memo),
-    )
-
-    # Hypothesis 4: the tokens after the prompt rotated one position off (cache_len - 1 or cache_len + 1).
-    off_by = {}
-    cos_1, sin_1 = rope_cos_sin(T + 1, d, base, dtype=torch.float64)  # one row more, for the late case
-    for delta in (-1, 1):
-        shifted = torch.arange(T) + delta * (torch.arange(T) >= chunks[0])  # (T,)
-        off_by[delta] = full(
-            apply_rope(q.double(), cos_1, sin_1, layout=layout, positions=shifted),
-            apply_rope(k.double(), cos_1, sin_1, layout=layout, positions=shifted),
-        )
-    # Hypothesis 7: only the queries after the prompt one position off (keys right): a query position
-    # taken from a counter that the key cache does not share.
-    k_right = apply_rope(k.double(), cos_1, sin_1, layout=layout)
-    q_off = {}
-    for delta in (-1, 1):
-        shifted = torch.arange(T) + delta * (torch.arange(T) >= chunks[0])  # (T,)
-        q_off[delta] = full(apply_rope(q.double(), cos_1, sin_1, layout=layout, positions=shifted), k_right)
-    # Hypothesis 6: the other layout (a half-layout step checked as interleaved, or the reverse).
-    other = "half" if layout == "interleaved" else "interleaved"
-    other_layout = full(apply_rope(q.double(), cos, sin, layout=other), apply_rope(k.double(), cos, sin, layout=other))
-    # Hypothesis 5: the values rotated too (RoPE belongs to queries and keys only).
-    v_rotated = full(q_rot, k_rot, values=apply_rope(v.double(), cos, sin, layout=layout))
-
+    reference, hypotheses = _decoding_hypotheses(q, k, v, chunks, bounds, d, base, layout)
     tol = max(1e3 * _eps(dtype), 1e-6)  # float32 tables inside a float64 step pass; a real fault is far above
     cache = None
     got_all = []
     for step, (s, e) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
         shown = f"step {step}: q, k, v of shape ({e - s}, {d}) for positions {s}..{e - 1}, {s} tokens cached"
         try:
-            new = (t[s:e].to(device, copy=True) for t in (q, k, v))
-            result = _call(step_fn, "step_fn", (*new, cache), shown)
-            if not isinstance(result, tuple) or len(result) != 2:
-                raise _Bad(
-                    Finding(
-                        "output",
-                        False,
-                        f"step_fn returned {type(result).__name__} at {shown}; expected a tuple (output, cache)",
-                    )
-                )
-            out, cache = result
-            out = _tensor_out(out, "step_fn", (e - s, d), shown).detach().to("cpu", torch.float64)
+            out, cache = _decoding_step(step_fn, (q, k, v), s, e, d, cache, device, shown)
         except _Bad as bad:
             return _report("check_cached_decoding", [bad.finding], ("cache",))
         got_all.append(out)
@@ -224,53 +157,124 @@ def check_cached_decoding(
                 f"{f'positions {s}..{e - 1}' if e - s > 1 else f'position {s}'}, {s} cached) "
                 f"differs from the full pass by up to {_num(diff)} (tolerance {_num(tol)})."
             )
-            got = torch.cat(got_all)
             if step == 0:
                 text += " The prompt alone already differs, with nothing cached: the fault is not in the cache."
-            if torch.allclose(got, other_layout[:e], rtol=0, atol=tol):
-                text += (
-                    f" It matches the full pass with the {other} layout: step_fn rotates pairs "
-                    f"{'(x_i, x_i+d/2)' if other == 'half' else '(x_2i, x_2i+1)'}; pass layout={other!r} if that is "
-                    "what the model was trained with."
-                )
-            elif torch.allclose(got, no_offset[:e], rtol=0, atol=tol):
-                text += (
-                    " It matches rotating every step from position 0: the new tokens must be rotated at their "
-                    "absolute positions, the number of cached tokens onwards "
-                    "(apply_rope(..., layout=..., positions=offset))."
-                )
-            elif torch.allclose(got, by_length[:e], rtol=0, atol=tol):
-                text += (
-                    " It matches rotating each step as the first step of the same length was: the tables are "
-                    "memoized by the number of new tokens, and the offset is not part of the memo's key."
-                )
-            elif any(torch.allclose(got, off_by[delta][:e], rtol=0, atol=tol) for delta in (-1, 1)):
-                delta = next(x for x in (-1, 1) if torch.allclose(got, off_by[x][:e], rtol=0, atol=tol))
-                text += (
-                    f" It matches rotating every token after the prompt one position {'early' if delta < 0 else 'late'}"
-                    f" (at cache length {'- 1' if delta < 0 else '+ 1'}): the first new token's position is the "
-                    "number of cached tokens, counted from 0."
-                )
-            elif any(torch.allclose(got, q_off[delta][:e], rtol=0, atol=tol) for delta in (-1, 1)):
-                delta = next(x for x in (-1, 1) if torch.allclose(got, q_off[x][:e], rtol=0, atol=tol))
-                text += (
-                    f" It matches rotating the queries after the prompt one position {'early' if delta < 0 else 'late'}"
-                    " while the keys are right: the query's position and the key cache's length are counted "
-                    "separately; rotate the new queries and keys at the same positions, from the cache length."
-                )
-            elif torch.allclose(got, v_rotated[:e], rtol=0, atol=tol):
-                text += (
-                    " It matches rotating the values as well as the queries and keys: RoPE turns q and k only, "
-                    "so that their dot product sees the offset; a rotated value carries its position into the output."
-                )
-            elif torch.allclose(got, top_left[:e], rtol=0, atol=tol):
-                text += (
-                    " It matches a causal mask aligned top-left (query i of the step sees keys 0..i): with a cache "
-                    "the new queries are the newest tokens, query i sees keys up to i + Tk - Tq (torch's "
-                    "scaled_dot_product_attention(is_causal=True) aligns top-left when Tq < Tk)."
-                )
+            got = torch.cat(got_all)
+            text += next(
+                (story for outputs, story in hypotheses if torch.allclose(got, outputs[:e], rtol=0, atol=tol)), ""
+            )
             return CheckReport("check_cached_decoding", (Finding("cache", False, text),))
     return CheckReport(
         "check_cached_decoding",
         (Finding("cache", True, f"{len(chunks)} steps ({', '.join(map(str, chunks))} tokens) match the full pass"),),
     )
+
+
+def _decoding_step(step_fn, qkv, s, e, d, cache, device, shown):
+    """One call of ``step_fn`` with the tokens ``s .. e - 1``: ``(output (e - s, d) float64 on the CPU, cache)``."""
+    new = (t[s:e].to(device, copy=True) for t in qkv)
+    result = _call(step_fn, "step_fn", (*new, cache), shown)
+    if not isinstance(result, tuple) or len(result) != 2:
+        raise _Bad(
+            Finding(
+                "output",
+                False,
+                f"step_fn returned {type(result).__name__} at {shown}; expected a tuple (output, cache)",
+            )
+        )
+    out, cache = result
+    return _tensor_out(out, "step_fn", (e - s, d), shown).detach().to("cpu", torch.float64), cache
+
+
+def _decoding_hypotheses(q, k, v, chunks, bounds, d, base, layout):
+    """The full causal pass, and what each known fault would output for all ``T`` tokens: ``(reference,
+    [(outputs (T, d), the sentence that names the fault)])``, in the order they are tried."""
+    T = bounds[-1]
+    cos, sin = rope_cos_sin(T, d, base, dtype=torch.float64)
+    cos_1, sin_1 = rope_cos_sin(T + 1, d, base, dtype=torch.float64)  # one row more, for a late position
+    steps = list(zip(bounds[:-1], bounds[1:], strict=True))
+
+    def rotate(x, positions=None, which=layout, tables=(cos, sin)):
+        return apply_rope(x.double(), *tables, layout=which, positions=positions)
+
+    def full(q_rot, k_rot, values=None):
+        out, _ = attention(q_rot.double(), k_rot.double(), v.double() if values is None else values, causal=True)
+        return out
+
+    q_rot, k_rot = rotate(q), rotate(k)
+    reference = full(q_rot, k_rot)
+    # Every step rotated from position 0 (the offset forgotten).
+    from_zero = torch.cat([torch.arange(e - s) for s, e in steps])
+    # Tables memoized by the step's length, not its offset: every step of a given length is rotated
+    # as the first step of that length was.
+    first_start: dict[int, int] = {}
+    for s, e in steps:
+        first_start.setdefault(e - s, s)
+    memo = torch.cat([torch.arange(e - s) + first_start[e - s] for s, e in steps])
+    other = "half" if layout == "interleaved" else "interleaved"
+    hypotheses = [
+        (
+            full(rotate(q, which=other), rotate(k, which=other)),
+            f" It matches the full pass with the {other} layout: step_fn rotates pairs "
+            f"{'(x_i, x_i+d/2)' if other == 'half' else '(x_2i, x_2i+1)'}; pass layout={other!r} if that is "
+            "what the model was trained with.",
+        ),
+        (
+            full(rotate(q, from_zero), rotate(k, from_zero)),
+            " It matches rotating every step from position 0: the new tokens must be rotated at their "
+            "absolute positions, the number of cached tokens onwards "
+            "(apply_rope(..., layout=..., positions=offset)).",
+        ),
+        (
+            full(rotate(q, memo), rotate(k, memo)),
+            " It matches rotating each step as the first step of the same length was: the tables are "
+            "memoized by the number of new tokens, and the offset is not part of the memo's key.",
+        ),
+    ]
+    # The tokens after the prompt one position off (cache_len - 1 or + 1), then only their queries
+    # (a query position taken from a counter that the key cache does not share).
+    late_tables = (cos_1, sin_1)
+    for delta in (-1, 1):
+        shifted = torch.arange(T) + delta * (torch.arange(T) >= chunks[0])  # (T,)
+        hypotheses.append(
+            (
+                full(rotate(q, shifted, tables=late_tables), rotate(k, shifted, tables=late_tables)),
+                f" It matches rotating every token after the prompt one position {'early' if delta < 0 else 'late'}"
+                f" (at cache length {'- 1' if delta < 0 else '+ 1'}): the first new token's position is the "
+                "number of cached tokens, counted from 0.",
+            )
+        )
+    for delta in (-1, 1):
+        shifted = torch.arange(T) + delta * (torch.arange(T) >= chunks[0])  # (T,)
+        hypotheses.append(
+            (
+                full(rotate(q, shifted, tables=late_tables), rotate(k, tables=late_tables)),
+                f" It matches rotating the queries after the prompt one position {'early' if delta < 0 else 'late'}"
+                " while the keys are right: the query's position and the key cache's length are counted "
+                "separately; rotate the new queries and keys at the same positions, from the cache length.",
+            )
+        )
+    hypotheses.append(
+        (
+            full(q_rot, k_rot, values=rotate(v)),
+            " It matches rotating the values as well as the queries and keys: RoPE turns q and k only, "
+            "so that their dot product sees the offset; a rotated value carries its position into the output.",
+        )
+    )
+    # Right rotations, causal mask top-left within each step (torch's is_causal with Tq < Tk).
+    top_left = []
+    for s, e in steps:
+        i = torch.arange(e - s)[:, None]
+        j = torch.arange(e)[None, :]
+        mask = torch.zeros(e - s, e, dtype=torch.float64).masked_fill(j > i, float("-inf"))
+        out, _ = attention(q_rot[s:e], k_rot[:e], v[:e].double(), bias=mask)
+        top_left.append(out)
+    hypotheses.append(
+        (
+            torch.cat(top_left),
+            " It matches a causal mask aligned top-left (query i of the step sees keys 0..i): with a cache "
+            "the new queries are the newest tokens, query i sees keys up to i + Tk - Tq (torch's "
+            "scaled_dot_product_attention(is_causal=True) aligns top-left when Tq < Tk).",
+        )
+    )
+    return reference, hypotheses

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+from dataclasses import dataclass
 
 import torch
 
@@ -434,10 +435,36 @@ def _positions_text(positions: torch.Tensor) -> str:
 
 
 def _rope_findings(rope_fn, d, base, scaling, layout, max_position, dtype, device, theta, factor, full_width=None):
-    h = d // 2
+    """The findings of ``check_rope`` on ``d`` rotated dimensions, in order; a fault is reported
+    once, by the first property it breaks."""
     eps = _eps(dtype)
-    gen = torch.Generator().manual_seed(0)
-    # The same vector at the same position, three times: rows must agree (positions are read).
+    gen = torch.Generator().manual_seed(0)  # one stream for every random probe, in this order
+    _check_reads_positions(rope_fn, d, dtype, device, eps, gen)
+    probe = _probe_map(rope_fn, d, dtype, device)
+    rotation = _rotation_finding(probe, theta, eps, factor)
+    norm, relative, rel_problem = _norm_and_relative(
+        rope_fn, d, scaling, max_position, dtype, device, theta, factor, eps, gen, rotation.passed
+    )
+    findings = [rotation, norm, relative, _layout_finding(probe, layout)]
+    if not rotation.passed:
+        return _one_fault(findings, None, names=("norm", "relative"), into="rotation")  # consequences of it
+    if probe.found is None:
+        return findings
+    index = _pair_index(probe.found, d)
+    positions = _positions_finding(probe, index, theta)
+    if not positions.passed:
+        return _one_fault(findings, positions)
+    findings.append(positions)
+    findings, done = _speeds_findings(findings, probe, index, theta, d, base, scaling, eps, full_width)
+    if done:
+        return findings
+    return _precision_findings(
+        findings, rope_fn, index, d, base, scaling, max_position, dtype, device, theta, eps, rel_problem
+    )
+
+
+def _check_reads_positions(rope_fn, d, dtype, device, eps, gen) -> None:
+    """The same vector at the same position, three times: the rows must agree (positions are read)."""
     v = torch.randn(1, d, generator=gen, dtype=torch.float64).expand(3, d)
     same = _rope_call(rope_fn, v, torch.full((3,), 9, dtype=torch.int64), dtype, device)
     if not torch.allclose(same[1:], same[:1].expand(2, d), rtol=0, atol=4 * eps * float(same.abs().max())):
@@ -450,12 +477,28 @@ def _rope_findings(rope_fn, d, base, scaling, layout, max_position, dtype, devic
             )
         )
 
-    # The map at positions 0..64: row j of J[m] is the image of the unit vector e_j.
-    n_probe = 65
-    eye = torch.eye(d, dtype=torch.float64).repeat(n_probe, 1)  # (65 d, d)
-    pos = torch.arange(n_probe, dtype=torch.int64).repeat_interleave(d)  # (65 d,)
-    J = _rope_call(rope_fn, eye, pos, dtype, device).reshape(n_probe, d, d)  # (65, d, d)
 
+@dataclass
+class _Probe:
+    """What rotating the unit vectors at positions ``0 .. n - 1`` shows of ``rope_fn``."""
+
+    pairs: list  # [(a, b)]: the dimensions that turn together, a < b
+    found: str | None  # the layout those pairs make, None for neither
+    cos: torch.Tensor  # (n, d): each dimension's own cos, read off the map
+    sin: torch.Tensor  # (n, d)
+    dim_speed: torch.Tensor  # (d,): each dimension's speed, radians per token (a fit through the origin)
+    m: torch.Tensor  # (n, 1): the positions, float64
+
+
+_N_PROBE = 65  # positions 0 .. 64
+
+
+def _probe_map(rope_fn, d, dtype, device) -> _Probe:
+    """The map at positions 0..64 (row ``j`` of ``J[m]`` is the image of ``e_j``), its pairs and speeds."""
+    h = d // 2
+    eye = torch.eye(d, dtype=torch.float64).repeat(_N_PROBE, 1)  # (65 d, d)
+    pos = torch.arange(_N_PROBE, dtype=torch.int64).repeat_interleave(d)  # (65 d,)
+    J = _rope_call(rope_fn, eye, pos, dtype, device).reshape(_N_PROBE, d, d)  # (65, d, d)
     # Pairs: each dimension's partner is the one it mixes with most (off the diagonal).
     off = J[1:].abs().sum(0)  # (d, d)
     off.fill_diagonal_(0.0)
@@ -487,54 +530,59 @@ def _rope_findings(rope_fn, d, base, scaling, layout, max_position, dtype, devic
         found = "half"
     else:
         found = None
-
     # Each dimension's own cos and sin (a consistent rotation gives both members of a pair the same).
     first = torch.tensor([a for a, _ in pairs])
     second = torch.tensor([b for _, b in pairs])
-    cos = torch.empty(n_probe, d, dtype=torch.float64)
-    sin = torch.empty(n_probe, d, dtype=torch.float64)
+    cos = torch.empty(_N_PROBE, d, dtype=torch.float64)
+    sin = torch.empty(_N_PROBE, d, dtype=torch.float64)
     cos[:, first], cos[:, second] = J[:, first, first], J[:, second, second]
     sin[:, first], sin[:, second] = -J[:, second, first], J[:, first, second]
     speed = _unwrap(torch.atan2(sin, cos))  # (65, d) angles, unwrapped along the positions
-    m = torch.arange(n_probe, dtype=torch.float64)[:, None]
+    m = torch.arange(_N_PROBE, dtype=torch.float64)[:, None]
     dim_speed = (m * speed).sum(0) / (m**2).sum()  # (d,) least-squares slope through the origin
+    return _Probe(pairs, found, cos, sin, dim_speed, m)
+
+
+def _rotation_finding(probe: _Probe, theta, eps, factor) -> Finding:
+    """Both members of each pair turn by the same angle; if not, whether the speeds are laid out
+    for the other layout's rotation (a table built for one layout used with the other)."""
+    pairs, found, cos, sin, dim_speed = probe.pairs, probe.found, probe.cos, probe.sin, probe.dim_speed
+    first = torch.tensor([a for a, _ in pairs])
+    second = torch.tensor([b for _, b in pairs])
     entry_tol = 4 * eps * max(factor, 1.0)
     gap = ((cos[:, first] - cos[:, second]).abs() + (sin[:, first] - sin[:, second]).abs()).amax(0)  # (d/2,)
-    findings = []
-    if bool((gap > entry_tol).any()):
-        k = int((gap > entry_tol).nonzero()[0])  # the first pair that is not a rotation
-        a, b = pairs[k]
-        story = ""
-        if found is not None:
-            by_half = theta.repeat(2)  # cat(θ, θ): the half layout's full-width table
-            by_inter = theta.repeat_interleave(2)  # (θ0, θ0, θ1, θ1, ...): the interleaved layout's table
-            tol = 2e-3 * theta.min() + 1e-6
-            if found == "interleaved" and bool(((dim_speed - by_half).abs() <= tol * 10 + 1e-3 * by_half).all()):
-                story = (
-                    " The speeds are laid out as cat(θ, θ), the half layout's table, while the rotation pairs "
-                    "(x_2i, x_2i+1): a table built for the half layout used with the interleaved rotation."
-                )
-            elif found == "half" and bool(((dim_speed - by_inter).abs() <= tol * 10 + 1e-3 * by_inter).all()):
-                story = (
-                    " The speeds are laid out as (θ_0, θ_0, θ_1, θ_1, ...), the interleaved layout's table, while "
-                    "the rotation pairs (x_i, x_i+d/2): a table built for the interleaved layout used with rotate_half."
-                )
-        findings.append(
-            Finding(
-                "rotation",
-                False,
-                f"pair ({a}, {b}) is not one rotation: dimension {a} is driven at {_num(dim_speed[a])} rad per "
-                f"token and dimension {b} at {_num(dim_speed[b])}.{story}",
+    if not bool((gap > entry_tol).any()):
+        return Finding(
+            "rotation", True, f"each of the {len(pairs)} pairs turns as one rotation (tolerance {_num(entry_tol)})"
+        )
+    k = int((gap > entry_tol).nonzero()[0])  # the first pair that is not a rotation
+    a, b = pairs[k]
+    story = ""
+    if found is not None:
+        by_half = theta.repeat(2)  # cat(θ, θ): the half layout's full-width table
+        by_inter = theta.repeat_interleave(2)  # (θ0, θ0, θ1, θ1, ...): the interleaved layout's table
+        tol = 2e-3 * theta.min() + 1e-6
+        if found == "interleaved" and bool(((dim_speed - by_half).abs() <= tol * 10 + 1e-3 * by_half).all()):
+            story = (
+                " The speeds are laid out as cat(θ, θ), the half layout's table, while the rotation pairs "
+                "(x_2i, x_2i+1): a table built for the half layout used with the interleaved rotation."
             )
-        )
-        rotation_ok = False
-    else:
-        findings.append(
-            Finding("rotation", True, f"each of the {h} pairs turns as one rotation (tolerance {_num(entry_tol)})")
-        )
-        rotation_ok = True
+        elif found == "half" and bool(((dim_speed - by_inter).abs() <= tol * 10 + 1e-3 * by_inter).all()):
+            story = (
+                " The speeds are laid out as (θ_0, θ_0, θ_1, θ_1, ...), the interleaved layout's table, while "
+                "the rotation pairs (x_i, x_i+d/2): a table built for the interleaved layout used with rotate_half."
+            )
+    return Finding(
+        "rotation",
+        False,
+        f"pair ({a}, {b}) is not one rotation: dimension {a} is driven at {_num(dim_speed[a])} rad per "
+        f"token and dimension {b} at {_num(dim_speed[b])}.{story}",
+    )
 
-    # Norm and the relative property on random vectors, at small and large positions.
+
+def _norm_and_relative(rope_fn, d, scaling, max_position, dtype, device, theta, factor, eps, gen, rotation_ok):
+    """The norm (``|R_m x| = a |x|``) and the relative property on random vectors, at small and
+    large positions: ``(norm finding, relative finding, the relative failure or None)``."""
     big = [p for p in (1_000, 65_537, max_position // 2, max_position - 38) if p + 37 < max_position]
     starts = [0, 1, 7, *big]
     norm_problem, rel_problem = None, None
@@ -567,6 +615,29 @@ def _rope_findings(rope_fn, d, base, scaling, layout, max_position, dtype, devic
         if rel_problem is None and bool((diff > tol).any()):
             o = int(diff.argmax())
             rel_problem = (s, offsets[o], float(score[s_index, o]), float(score[0, o]), tol)
+    norm = _norm_finding(norm_problem, norm_dev, inner32, factor, scaling, rotation_ok)
+    if rel_problem is None:
+        last_tol = (8 * eps + 2 * FLOAT32_ANGLE * (starts[-1] + 64) * float(theta.max())) * factor**2
+        relative = Finding(
+            "relative",
+            True,
+            f"<R_m q, R_n k> depends only on n - m, for m from 0 to {starts[-1]:,} (tolerance "
+            f"{_num(last_tol)} |q||k| at the largest m: it grows with m to admit a float32 angle, so far out "
+            "this probe is coarse; the precision finding looks closer)",
+        )
+    else:
+        s, o, got, want, tol = rel_problem
+        relative = Finding(
+            "relative",
+            False,
+            f"<R_m q, R_n k> at (m, n) = ({s:,}, {s + o:,}) is {_num(got)}, but {_num(want)} at (0, {o}) "
+            f"(tolerance {_num(tol)}): the score depends on the absolute position, not only on n - m.",
+        )
+    return norm, relative, rel_problem
+
+
+def _norm_finding(norm_problem, norm_dev, inner32, factor, scaling, rotation_ok) -> Finding:
+    """The norm's finding; a wrong length names the attention factor it misses or repeats."""
     if norm_problem is None:
         note = (
             f" (|R_m x| / |x| - {_num(factor)} up to {norm_dev:.1e}: float64 in and out, computed internally in "
@@ -574,89 +645,66 @@ def _rope_findings(rope_fn, d, base, scaling, layout, max_position, dtype, devic
             if inner32
             else ""
         )
-        findings.append(Finding("norm", True, f"|R_m x| = {_num(factor)} |x| at every probed position{note}"))
-    else:
-        p, r = norm_problem
-        why = " (each pair's two members turn by different angles)" if not rotation_ok else ""
-        s_factor = (scaling or {}).get("factor") if isinstance(scaling, dict) else None
-        if rotation_ok and abs(factor - 1.0) > 1e-6 and abs(r - 1.0) < 1e-3:
-            why = (
-                f": the tables are not multiplied by the attention factor {_num(factor)} that this scaling "
-                "prescribes (YaRN's 0.1 ln(s) + 1, or its mscale ratio). The angles may be right; the length is not"
-            )
-        elif rotation_ok and abs(factor - 1.0) > 1e-6 and abs(r - factor**2) < 1e-3 * factor**2:
-            why = f": the attention factor {_num(factor)} is applied twice (the length is its square)"
-        elif rotation_ok and s_factor and s_factor > 1 and abs(r / factor - (0.1 * math.log(s_factor) + 1.0)) < 1e-3:
-            why = (
-                f" (YaRN's attention factor 0.1 ln(s) + 1 = {0.1 * math.log(s_factor) + 1.0:.3f} at s = "
-                f"{s_factor:g}: the tables are YaRN's)"
-            )
-        findings.append(
-            Finding(
-                "norm",
-                False,
-                f"at position {p:,}, |R_m x| / |x| differs from {_num(factor)} by {abs(r - factor):.2e} "
-                f"(ratio {r:.6f}){why}.",
-            )
+        return Finding("norm", True, f"|R_m x| = {_num(factor)} |x| at every probed position{note}")
+    p, r = norm_problem
+    why = " (each pair's two members turn by different angles)" if not rotation_ok else ""
+    s_factor = (scaling or {}).get("factor") if isinstance(scaling, dict) else None
+    if rotation_ok and abs(factor - 1.0) > 1e-6 and abs(r - 1.0) < 1e-3:
+        why = (
+            f": the tables are not multiplied by the attention factor {_num(factor)} that this scaling "
+            "prescribes (YaRN's 0.1 ln(s) + 1, or its mscale ratio). The angles may be right; the length is not"
         )
-    if rel_problem is None:
-        last_tol = (8 * eps + 2 * FLOAT32_ANGLE * (starts[-1] + 64) * float(theta.max())) * factor**2
-        findings.append(
-            Finding(
-                "relative",
-                True,
-                f"<R_m q, R_n k> depends only on n - m, for m from 0 to {starts[-1]:,} (tolerance "
-                f"{_num(last_tol)} |q||k| at the largest m: it grows with m to admit a float32 angle, so far out "
-                "this probe is coarse; the precision finding looks closer)",
-            )
+    elif rotation_ok and abs(factor - 1.0) > 1e-6 and abs(r - factor**2) < 1e-3 * factor**2:
+        why = f": the attention factor {_num(factor)} is applied twice (the length is its square)"
+    elif rotation_ok and s_factor and s_factor > 1 and abs(r / factor - (0.1 * math.log(s_factor) + 1.0)) < 1e-3:
+        why = (
+            f" (YaRN's attention factor 0.1 ln(s) + 1 = {0.1 * math.log(s_factor) + 1.0:.3f} at s = "
+            f"{s_factor:g}: the tables are YaRN's)"
         )
-    else:
-        s, o, got, want, tol = rel_problem
-        findings.append(
-            Finding(
-                "relative",
-                False,
-                f"<R_m q, R_n k> at (m, n) = ({s:,}, {s + o:,}) is {_num(got)}, but {_num(want)} at (0, {o}) "
-                f"(tolerance {_num(tol)}): the score depends on the absolute position, not only on n - m.",
-            )
-        )
-
-    if found is None:
-        findings.append(
-            Finding("layout", False, f"pairs {_pairs_text(pairs)}: neither the interleaved nor the half layout.")
-        )
-    elif layout is not None and found != layout:
-        findings.append(
-            Finding(
-                "layout",
-                False,
-                f"pairs {_pairs_text(pairs)} rotate together: this is {_LAYOUT_NAMES[found]}; expected "
-                f"{_LAYOUT_NAMES[layout]}. Weights trained with one layout need their q and k rows permuted "
-                "to run with the other.",
-            )
-        )
-    else:
-        findings.append(Finding("layout", True, f"pairs {_pairs_text(pairs)}: {_LAYOUT_NAMES[found]}"))
-
-    if not rotation_ok:
-        return _one_fault(findings, None, names=("norm", "relative"), into="rotation")  # consequences of it
-    if found is None:
-        return findings
-    index = _pair_index(found, d)
-    # Which positions the table was built for: an offset or integer steps would otherwise read as a
-    # scaling of the speeds (a fit through the origin of angles (m + 1) θ gives 1.02 θ).
-    a_idx = torch.tensor([a for a, _ in index])
-    mapped = _effective_positions(cos[:, a_idx], sin[:, a_idx], theta)  # (65,)
-    story = _position_story(mapped, m[:, 0], 0.05)
-    if story:
-        return _one_fault(findings, Finding("positions", False, _capital(story)))
-    findings.append(
-        Finding("positions", True, f"the angles read back give positions 0 to {n_probe - 1} as passed (within 0.05)")
+    return Finding(
+        "norm",
+        False,
+        f"at position {p:,}, |R_m x| / |x| differs from {_num(factor)} by {abs(r - factor):.2e} (ratio {r:.6f}){why}.",
     )
+
+
+def _layout_finding(probe: _Probe, layout) -> Finding:
+    pairs, found = probe.pairs, probe.found
+    if found is None:
+        return Finding("layout", False, f"pairs {_pairs_text(pairs)}: neither the interleaved nor the half layout.")
+    if layout is not None and found != layout:
+        return Finding(
+            "layout",
+            False,
+            f"pairs {_pairs_text(pairs)} rotate together: this is {_LAYOUT_NAMES[found]}; expected "
+            f"{_LAYOUT_NAMES[layout]}. Weights trained with one layout need their q and k rows permuted "
+            "to run with the other.",
+        )
+    return Finding("layout", True, f"pairs {_pairs_text(pairs)}: {_LAYOUT_NAMES[found]}")
+
+
+def _positions_finding(probe: _Probe, index, theta) -> Finding:
+    """Which positions the table was built for: an offset or integer steps would otherwise read as a
+    scaling of the speeds (a fit through the origin of angles ``(m + 1) θ`` gives ``1.02 θ``)."""
+    a_idx = torch.tensor([a for a, _ in index])
+    mapped = _effective_positions(probe.cos[:, a_idx], probe.sin[:, a_idx], theta)  # (65,)
+    story = _position_story(mapped, probe.m[:, 0], 0.05)
+    if story:
+        return Finding("positions", False, _capital(story))
+    return Finding(
+        "positions", True, f"the angles read back give positions 0 to {_N_PROBE - 1} as passed (within 0.05)"
+    )
+
+
+def _speeds_findings(findings, probe: _Probe, index, theta, d, base, scaling, eps, full_width):
+    """Each pair's speed against helpers': ``(findings, done)``, ``done`` when a wrong speed makes the
+    precision probe meaningless (speeds merely rounded go on to it: the same fault, seen twice)."""
+    h = d // 2
+    dim_speed = probe.dim_speed
     pair_speed = torch.stack([(dim_speed[a] + dim_speed[b]) / 2 for a, b in index])  # (d/2,)
-    speed_tol = 1e-3 * theta + 4 * eps / n_probe
+    speed_tol = 1e-3 * theta + 4 * eps / _N_PROBE
     wrong = (pair_speed - theta).abs() > speed_tol
-    rounded = bool(wrong.any()) and bool(((pair_speed - theta).abs() <= 1e-2 * theta + 4 * eps / n_probe).all())
+    rounded = bool(wrong.any()) and bool(((pair_speed - theta).abs() <= 1e-2 * theta + 4 * eps / _N_PROBE).all())
     if rounded:
         i = int(((pair_speed - theta).abs() / theta).argmax())
         findings.append(
@@ -671,7 +719,8 @@ def _rope_findings(rope_fn, d, base, scaling, layout, max_position, dtype, devic
                 "float32 or float64.",
             )
         )
-    elif bool(wrong.any()):
+        return findings, False
+    if bool(wrong.any()):
         i = int(wrong.nonzero()[min(5, int(wrong.sum()) - 1)])  # a pair a few in, where speeds are distinct
         kind = scaling.get("type", scaling.get("rope_type")) if isinstance(scaling, dict) else None
         said = "helpers" + (f" (base {base:,.0f})" if scaling is None else f" (base {base:,.0f}, scaling {kind})")
@@ -687,11 +736,16 @@ def _rope_findings(rope_fn, d, base, scaling, layout, max_position, dtype, devic
                 f"{_num(theta[i])}. {story}".strip(),
             )
         )
-        return findings
-    else:
-        findings.append(Finding("speeds", True, f"every pair turns at helpers' speed (within 0.1%), {h} pairs"))
+        return findings, True
+    findings.append(Finding("speeds", True, f"every pair turns at helpers' speed (within 0.1%), {h} pairs"))
+    return findings, False
 
-    # Precision: the tables at positions up to max_position against helpers' float64 ones.
+
+def _precision_findings(
+    findings, rope_fn, index, d, base, scaling, max_position, dtype, device, theta, eps, rel_problem
+):
+    """The tables at positions up to ``max_position`` against helpers' float64 ones: a table that
+    stops or wraps, angles formed in too low a precision, or a fault the check does not recognise."""
     probe = torch.unique(
         torch.cat(
             (
@@ -713,70 +767,7 @@ def _rope_findings(rope_fn, d, base, scaling, layout, max_position, dtype, devic
     error = turn.abs().amax(-1)  # (P,) the largest angle error of each probed position, radians
     tol = 2 * eps + FLOAT32_ANGLE * probe.double() * float(theta.max())
     over = error > tol
-    if bool(over.any()):
-        at = int(over.nonzero()[0])
-        worst = int(error.argmax())
-        read = _effective_positions(got_cos, got_sin, theta)  # (P,) the positions the tables were built for
-        late = read[over]
-        last = int(probe[at - 1]) if at > 0 else 0
-        if bool(((late - late[0]).abs() < 0.05).all()) and abs(float(late[0]) - round(float(late[0]))) < 0.05:
-            n = round(float(late[0]))
-            if int(over.sum()) > 1 or n < int(probe[at]):
-                return _one_fault(
-                    findings,
-                    Finding(
-                        "precision",
-                        False,
-                        f"from the probed position {int(probe[at]):,} on (the last right one probed: {last:,}) "
-                        f"every position gets the angles of position {n:,}: the tables stop there, as a table cached "
-                        "for "
-                        f"{n + 1:,} positions and indexed with positions clamped to its last row would. Build the "
-                        "table for the longest position used, or compute it from the positions.",
-                    ),
-                )
-        for n in sorted({int(round(float(pp - ll))) for pp, ll in zip(probe[over][:3], late[:3], strict=False)}):
-            if n < 2:
-                continue
-            wraps = torch.remainder(probe[over].double(), n)
-            if bool(((late - wraps).abs() < 0.05).all()):
-                return _one_fault(
-                    findings,
-                    Finding(
-                        "precision",
-                        False,
-                        f"from the probed position {int(probe[at]):,} on, position m gets the angles of m mod {n:,}: "
-                        f"the tables wrap around after {n:,} positions (a table of {n:,} rows indexed modulo its "
-                        "length). Build it for the longest position used, or compute it from the positions.",
-                    ),
-                )
-        if not _low_precision_explains(got_cos, got_sin, probe, theta, over):
-            k = 0
-            return _one_fault(
-                findings,
-                Finding(
-                    "precision",
-                    False,
-                    f"the tables differ from helpers' from the probed position {int(probe[over][k]):,} on (angle "
-                    f"error {_num(error[over][k])} rad there), and neither an angle formed in bfloat16 or float16 "
-                    "(positions, speeds or their product rounded) nor a table that stops or wraps gives these "
-                    "tables: the check does not recognise this fault.",
-                ),
-            )
-        low = Finding(
-            "precision",
-            False,
-            f"the tables first exceed the tolerance at the probed position {int(probe[at]):,} (angle error "
-            f"{_num(error[at])} rad, tolerance {_num(tol[at])}); at position {int(probe[worst]):,} the error is "
-            f"{_num(error[worst])}. The angle m θ is formed in too low a precision (bfloat16 or float16 "
-            "positions or speeds): form it in float32 or float64 and cast only the cos and sin.",
-        )
-        if any(f.name == "speeds" and not f.passed for f in findings):  # rounded speeds: the same fault
-            low = Finding("precision", False, low.detail, folded_into="speeds")
-            return _one_fault(findings, low, into="speeds")
-        if rel_problem is not None and rel_problem[0] >= int(probe[at]):
-            return _one_fault(findings, low)  # the relative failure, further out, is this one
-        findings.append(low)
-    else:
+    if not bool(over.any()):
         end = int(probe[-1])
         note = ""
         if float(error[-1]) > 1e-3:
@@ -792,4 +783,68 @@ def _rope_findings(rope_fn, d, base, scaling, layout, max_position, dtype, devic
                 f"({_num(2 * eps)} plus a float32 angle's rounding){note}",
             )
         )
+        return findings
+    at = int(over.nonzero()[0])
+    worst = int(error.argmax())
+    table = _short_table_finding(probe, over, at, _effective_positions(got_cos, got_sin, theta))
+    if table is not None:
+        return _one_fault(findings, table)
+    if not _low_precision_explains(got_cos, got_sin, probe, theta, over):
+        return _one_fault(
+            findings,
+            Finding(
+                "precision",
+                False,
+                f"the tables differ from helpers' from the probed position {int(probe[over][0]):,} on (angle "
+                f"error {_num(error[over][0])} rad there), and neither an angle formed in bfloat16 or float16 "
+                "(positions, speeds or their product rounded) nor a table that stops or wraps gives these "
+                "tables: the check does not recognise this fault.",
+            ),
+        )
+    low = Finding(
+        "precision",
+        False,
+        f"the tables first exceed the tolerance at the probed position {int(probe[at]):,} (angle error "
+        f"{_num(error[at])} rad, tolerance {_num(tol[at])}); at position {int(probe[worst]):,} the error is "
+        f"{_num(error[worst])}. The angle m θ is formed in too low a precision (bfloat16 or float16 "
+        "positions or speeds): form it in float32 or float64 and cast only the cos and sin.",
+    )
+    if any(f.name == "speeds" and not f.passed for f in findings):  # rounded speeds: the same fault
+        low = Finding("precision", False, low.detail, folded_into="speeds")
+        return _one_fault(findings, low, into="speeds")
+    if rel_problem is not None and rel_problem[0] >= int(probe[at]):
+        return _one_fault(findings, low)  # the relative failure, further out, is this one
+    findings.append(low)
     return findings
+
+
+def _short_table_finding(probe, over, at, read) -> Finding | None:
+    """A table that stops (clamped to its last row) or wraps (indexed modulo its length), read from
+    the positions the tables were built for (``read``, at every probed position); None otherwise."""
+    late = read[over]
+    last = int(probe[at - 1]) if at > 0 else 0
+    if bool(((late - late[0]).abs() < 0.05).all()) and abs(float(late[0]) - round(float(late[0]))) < 0.05:
+        n = round(float(late[0]))
+        if int(over.sum()) > 1 or n < int(probe[at]):
+            return Finding(
+                "precision",
+                False,
+                f"from the probed position {int(probe[at]):,} on (the last right one probed: {last:,}) "
+                f"every position gets the angles of position {n:,}: the tables stop there, as a table cached "
+                "for "
+                f"{n + 1:,} positions and indexed with positions clamped to its last row would. Build the "
+                "table for the longest position used, or compute it from the positions.",
+            )
+    for n in sorted({int(round(float(pp - ll))) for pp, ll in zip(probe[over][:3], late[:3], strict=False)}):
+        if n < 2:
+            continue
+        wraps = torch.remainder(probe[over].double(), n)
+        if bool(((late - wraps).abs() < 0.05).all()):
+            return Finding(
+                "precision",
+                False,
+                f"from the probed position {int(probe[at]):,} on, position m gets the angles of m mod {n:,}: "
+                f"the tables wrap around after {n:,} positions (a table of {n:,} rows indexed modulo its "
+                "length). Build it for the longest position used, or compute it from the positions.",
+            )
+    return None

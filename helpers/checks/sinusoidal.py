@@ -53,7 +53,6 @@ def check_sinusoidal(pe_fn, *, d: int = 64, n_positions: int = 128, base: float 
         return _report("check_sinusoidal", [bad.finding], ("layout", "speeds"))
     ref = sinusoidal_pe(n_positions, d, base, dtype=torch.float64)
     tol = 1e-5 + 4 * _eps(out.dtype)
-    h = d // 2
     # A float32 angle m θ_i (θ_i itself from a float32 exp or power) is off by about
     # (1 + |ln θ_i|) 6e-8 m θ_i: the tolerance grows with it, pair by pair (the PyTorch tutorial's table).
     speeds = _helpers_speeds(d, base)  # (d/2,)
@@ -75,76 +74,103 @@ def check_sinusoidal(pe_fn, *, d: int = 64, n_positions: int = 128, base: float 
                 ),
             ),
         )
-    # Layout from row 0 (position 0): sines are 0 there, cosines 1.
-    row0 = pe[0]
-    layouts = {
+    layout, cols = _layout_finding(pe, ref, n_positions, d, base, tol, full_tol, speeds)
+    if cols is None:
+        return _report("check_sinusoidal", [layout], ("layout", "speeds"))
+    return CheckReport("check_sinusoidal", (layout, _speeds_finding(pe, ref, cols, d, base, tol, pair_tol)))
+
+
+# Which columns hold the sines and which the cosines, in each layout a table is known to have.
+def _layouts(d: int) -> dict:
+    h = d // 2
+    return {
         "interleaved [sin, cos]": (torch.arange(0, d, 2), torch.arange(1, d, 2)),
         "interleaved [cos, sin] (sin and cos swapped)": (torch.arange(1, d, 2), torch.arange(0, d, 2)),
         "concatenated [sin ... | cos ...] (tensor2tensor's halves)": (torch.arange(h), torch.arange(h, d)),
         "concatenated [cos ... | sin ...]": (torch.arange(h, d), torch.arange(h)),
     }
-    found = None
-    for label, (s_cols, c_cols) in layouts.items():
-        if bool((row0[s_cols].abs() <= tol).all()) and bool(((row0[c_cols] - 1).abs() <= tol).all()):
-            found = label
-            break
-    findings = []
+
+
+def _layout_finding(pe, ref, n_positions, d, base, tol, full_tol, speeds):
+    """The layout from row 0 (position 0: sines 0, cosines 1): ``(finding, (sine columns, cosine
+    columns))``, or ``(finding, None)`` when row 0 is no position 0 (positions counted from 1, or no
+    sines and cosines at all), which leaves the speeds meaningless."""
+    row0 = pe[0]
+    layouts = _layouts(d)
+    found = next(
+        (
+            label
+            for label, (s_cols, c_cols) in layouts.items()
+            if bool((row0[s_cols].abs() <= tol).all()) and bool(((row0[c_cols] - 1).abs() <= tol).all())
+        ),
+        None,
+    )
+    start = (
+        f"position 0 should be [0, 1, 0, 1, ...] (sin 0 = 0, cos 0 = 1); it is "
+        f"[{', '.join(_num(x) for x in row0[:4])}, ...]"
+    )
     if found is None:
         shifted = sinusoidal_pe(n_positions + 1, d, base, dtype=torch.float64)[1:]  # rows of positions 1 .. T
         if bool(((pe - shifted).abs() <= full_tol + FLOAT32_ANGLE * speeds.repeat_interleave(2)).all()):
-            findings.append(
-                Finding(
-                    "layout",
-                    False,
-                    f"position 0 should be [0, 1, 0, 1, ...] (sin 0 = 0, cos 0 = 1); it is "
-                    f"[{', '.join(_num(x) for x in row0[:4])}, ...], and row t holds position t + 1: the positions "
-                    "are counted from 1 (arange(1, T + 1)); the first token must get position 0.",
-                )
-            )
-            return _report("check_sinusoidal", findings, ("layout", "speeds"))
-        findings.append(
-            Finding(
+            return Finding(
                 "layout",
                 False,
-                f"position 0 should be [0, 1, 0, 1, ...] (sin 0 = 0, cos 0 = 1); it is "
-                f"[{', '.join(_num(x) for x in row0[:4])}, ...]: the positions do not start at 0, or the table is "
-                "not sines and cosines.",
-            )
-        )
-        return _report("check_sinusoidal", findings, ("layout", "speeds"))
-    s_cols, c_cols = layouts[found]
+                f"{start}, and row t holds position t + 1: the positions are counted from 1 (arange(1, T + 1)); "
+                "the first token must get position 0.",
+            ), None
+        return Finding(
+            "layout",
+            False,
+            f"{start}: the positions do not start at 0, or the table is not sines and cosines.",
+        ), None
     if found.startswith("interleaved [sin, cos]"):
-        findings.append(Finding("layout", True, "interleaved [sin, cos] pairs, as helpers.sinusoidal_pe"))
-    else:
-        findings.append(
-            Finding(
-                "layout",
-                False,
-                f"the columns are {found}; helpers (and Vaswani et al.'s table) interleave [sin θ_0 m, cos θ_0 m, "
-                "sin θ_1 m, ...]. A permutation of the columns: harmless for a model trained with it, a bug "
-                "wherever it meets weights or code that expect the other order.",
-            )
-        )
+        return Finding("layout", True, "interleaved [sin, cos] pairs, as helpers.sinusoidal_pe"), layouts[found]
+    return Finding(
+        "layout",
+        False,
+        f"the columns are {found}; helpers (and Vaswani et al.'s table) interleave [sin θ_0 m, cos θ_0 m, "
+        "sin θ_1 m, ...]. A permutation of the columns: harmless for a model trained with it, a bug "
+        "wherever it meets weights or code that expect the other order.",
+    ), layouts[found]
+
+
+def _speeds_finding(pe, ref, cols, d, base, tol, pair_tol) -> Finding:
+    """Each pair's speed, read in the columns the layout finding found; a mismatch names the wrong
+    ``div_term`` exponent it matches, if any, and the largest difference."""
+    n_positions = pe.shape[0]
+    s_cols, c_cols = cols
     sines, cosines = pe[:, s_cols], pe[:, c_cols]  # (T, d/2) each
     unit = (sines**2 + cosines**2 - 1.0).abs()  # (T, d/2): 0 when a pair's sine and cosine share an angle
     if bool((unit > 1e-3).any()):
         t, i = (int(x) for x in torch.nonzero(unit > 1e-3)[0])
-        findings.append(
-            Finding(
-                "speeds",
-                False,
-                f"pair {i} at position {t}: sin² + cos² = {_num(sines[t, i] ** 2 + cosines[t, i] ** 2)}, not 1: the "
-                "sine and the cosine of a pair turn at different speeds (an exponent of k for column k, instead of "
-                "2i for both columns of pair i), so the pair is no longer a hand on a circle and a shift is no "
-                "longer a rotation.",
-            )
+        return Finding(
+            "speeds",
+            False,
+            f"pair {i} at position {t}: sin² + cos² = {_num(sines[t, i] ** 2 + cosines[t, i] ** 2)}, not 1: the "
+            "sine and the cosine of a pair turn at different speeds (an exponent of k for column k, instead of "
+            "2i for both columns of pair i), so the pair is no longer a hand on a circle and a shift is no "
+            "longer a rotation.",
         )
-        return CheckReport("check_sinusoidal", tuple(findings))
     ref_s, ref_c = ref[:, 0::2], ref[:, 1::2]
     if bool(((sines - ref_s).abs() <= pair_tol).all()) and bool(((cosines - ref_c).abs() <= pair_tol).all()):
-        findings.append(Finding("speeds", True, f"every pair turns at b^(-2i/d), b = {base:g}"))
-        return CheckReport("check_sinusoidal", tuple(findings))
-    m = torch.arange(n_positions, dtype=torch.float64)
+        return Finding("speeds", True, f"every pair turns at b^(-2i/d), b = {base:g}")
+    story = _exponent_story(sines, cosines, d, base)
+    diff = (torch.cat((sines - ref_s, cosines - ref_c), 0)).abs()
+    t, i = (int(x) for x in torch.unravel_index(diff.argmax(), diff.shape))
+    t = t % n_positions
+    return Finding(
+        "speeds",
+        False,
+        f"largest difference at pair {i}, position {t}: sin {_num(sines[t, i])}, cos {_num(cosines[t, i])}; "
+        "helpers has "
+        f"sin {_num(ref_s[t, i])}, cos {_num(ref_c[t, i])}.{story}",
+    )
+
+
+def _exponent_story(sines, cosines, d, base) -> str:
+    """Which known wrong ``div_term`` the speeds match (over the first 16 positions, where a float32
+    table's angles are still close), else what a fit of the speeds says; "" when neither tells."""
+    m = torch.arange(sines.shape[0], dtype=torch.float64)
     candidates = {
         "the exponent's sign is flipped: the speeds grow as b^(+2i/d)": 1.0 / _helpers_speeds(d, base),
         "the exponent is -i/d, not -2i/d (its 2 is missing)": _helpers_speeds(d, math.sqrt(base)),
@@ -161,32 +187,16 @@ def check_sinusoidal(pe_fn, *, d: int = 64, n_positions: int = 128, base: float 
             d, math.e
         ),
     }
-    story = ""
     for text, speeds in candidates.items():
-        angle = m[:16, None] * speeds[None, :]  # the first 16 positions: a float32 table's angles are still close
+        angle = m[:16, None] * speeds[None, :]
         loose = 1e-3 + 1e-6 * angle  # float32 angles and a float32 exp in div_term
         if bool(((sines[:16] - angle.sin()).abs() <= loose).all()) and bool(
             ((cosines[:16] - angle.cos()).abs() <= loose).all()
         ):
-            story = " " + _capital(text) + "."
-            break
-    if not story:
-        measured = _unwrap(torch.atan2(sines, cosines))[1]  # (d/2,) angle at position 1
-        fit = _speed_story(measured, d, base, None, _helpers_speeds(d, base)) if bool((measured > 0).all()) else ""
-        story = (" " + _capital(fit)) if fit else ""
-    diff = (torch.cat((sines - ref_s, cosines - ref_c), 0)).abs()
-    t, i = (int(x) for x in torch.unravel_index(diff.argmax(), diff.shape))
-    t = t % n_positions
-    findings.append(
-        Finding(
-            "speeds",
-            False,
-            f"largest difference at pair {i}, position {t}: sin {_num(sines[t, i])}, cos {_num(cosines[t, i])}; "
-            "helpers has "
-            f"sin {_num(ref_s[t, i])}, cos {_num(ref_c[t, i])}.{story}",
-        )
-    )
-    return CheckReport("check_sinusoidal", tuple(findings))
+            return " " + _capital(text) + "."
+    measured = _unwrap(torch.atan2(sines, cosines))[1]  # (d/2,) angle at position 1
+    fit = _speed_story(measured, d, base, None, _helpers_speeds(d, base)) if bool((measured > 0).all()) else ""
+    return (" " + _capital(fit)) if fit else ""
 
 
 def _helpers_speeds(d: int, base: float) -> torch.Tensor:
