@@ -76,6 +76,41 @@ def test_the_submodules_imported_on_first_use_are_the_modules():
     assert experiment is sys.modules["helpers.experiment"]
     with pytest.raises(AttributeError, match="no attribute 'plot'"):
         helpers.plot  # noqa: B018  (the attribute access is the test)
+    from helpers import stretch
+
+    assert stretch is sys.modules["helpers.experiment.stretch"] and callable(stretch.load_stretch)
+
+
+#: The maths modules whose public names ``helpers/__init__.py`` lists.
+MATHS_MODULES = ("sinusoidal", "rope", "alibi", "relative", "kernels", "self_attention", "model_catalog", "device")
+
+
+def test_the_public_api_lists_every_public_name_of_the_maths_modules():
+    """``helpers/__init__.py`` names its API plainly instead of star-importing: catches a function
+    added to a module's ``__all__`` but not to the package's (the star import did that by itself),
+    and a name listed in ``__all__`` that the package does not hold."""
+    import importlib
+
+    for name in MATHS_MODULES:
+        module = importlib.import_module(f"helpers.{name}")
+        missing = [n for n in module.__all__ if n not in helpers.__all__]
+        assert not missing, f"helpers.{name} exports {missing}, which helpers.__all__ does not list"
+        assert all(getattr(helpers, n) is getattr(module, n) for n in module.__all__)
+    assert len(helpers.__all__) == len(set(helpers.__all__)), "a name listed twice in helpers.__all__"
+
+
+def test_no_module_is_named_like_a_function_it_exports():
+    """``helpers.attention`` was both a module and the function that shadowed it in the package, so
+    the module could only be reached through sys.modules; no module of the package may be named
+    like one of its own public names."""
+    import importlib
+
+    for path in sorted((ROOT / "helpers").rglob("*.py")):
+        if path.name.startswith("_"):
+            continue
+        dotted = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        module = importlib.import_module(dotted)
+        assert path.stem not in getattr(module, "__all__", ()), f"{dotted} exports a name {path.stem!r} like its own"
 
 
 def _can_build_offline() -> bool:
