@@ -25,6 +25,9 @@ them; ``tests/test_packaging.py`` checks that they stay unloaded): ``helpers.plo
 experiments of notebooks 08 and 11 (``helpers.stretch`` is ``helpers.experiment.stretch``).
 """
 
+import importlib.abc
+import sys
+
 from . import checks
 from .alibi import alibi_bias, alibi_decay_distance, alibi_key_bias, alibi_slopes
 from .device import ENV_DEVICE, default_device, supports_float64
@@ -78,6 +81,36 @@ def __getattr__(name):
         globals()[name] = module
         return module
     raise AttributeError(f"module 'helpers' has no attribute {name!r}")
+
+
+#: Module paths the layout of issue 35 moved, with where each went: importing one raises an error
+#: that names the new place instead of a bare "No module named ...".
+_MOVED = {
+    "helpers.attention": "helpers.self_attention (the function stays helpers.attention)",
+    "helpers.rope_models": "helpers.model_catalog (its functions stay helpers.rope_models, helpers.model_rope, ...)",
+    "helpers.stretch": "helpers.experiment.stretch (`from helpers import stretch` still works; "
+    "`python -m helpers.experiment stretch` runs it)",
+    "helpers._experiment_model": "helpers.experiment.model",
+    "helpers._experiment_tasks": "helpers.experiment.tasks",
+    "helpers._experiment_train": "helpers.experiment.train",
+    "helpers._experiment_probes": "helpers.experiment.probes",
+    "helpers._checks": "helpers._validate",
+    "helpers._site": "tools/sitebuild, outside the package (`make html`, `make slides`)",
+    "helpers._frames": "tools/sitebuild/frames.py, outside the package (`make html`, `make slides`)",
+}
+
+
+class _MovedFinder(importlib.abc.MetaPathFinder):
+    """Consulted last, so only for a module no other finder has: a moved one raises naming its new place."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname in _MOVED:
+            raise ModuleNotFoundError(f"{fullname} has moved: it is now {_MOVED[fullname]}", name=fullname)
+        return None
+
+
+if not any(isinstance(finder, _MovedFinder) for finder in sys.meta_path):  # once, even if helpers is reloaded
+    sys.meta_path.append(_MovedFinder())
 
 
 def __dir__():

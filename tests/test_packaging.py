@@ -199,3 +199,29 @@ def test_the_installed_wheel_works_outside_the_repository(tmp_path):
     assert found["keys"] == sorted(helpers.rope_models())
     here = helpers.model_rope(key)
     assert found["inv_freq"] == here.inv_freq.tolist() and found["factor"] == here.attention_factor
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("helpers.rope_models", "helpers.model_catalog"),
+        ("helpers.attention", "helpers.self_attention"),
+        ("helpers.stretch", "helpers.experiment.stretch"),
+        ("helpers._experiment_train", "helpers.experiment.train"),
+        ("helpers._site", "tools/sitebuild"),
+    ],
+)
+def test_a_moved_module_names_its_new_place(old, new):
+    """The layout moved these module paths; ``import`` of the old one must say where it went, not
+    only "No module named" (a user's ``from helpers.rope_models import model_rope`` broke)."""
+    import importlib
+
+    with pytest.raises(ModuleNotFoundError, match=re.escape(new)):
+        importlib.import_module(old)
+
+
+def test_a_module_that_never_existed_is_still_plainly_missing():
+    import importlib
+
+    with pytest.raises(ModuleNotFoundError, match="No module named 'helpers.no_such_module'"):
+        importlib.import_module("helpers.no_such_module")

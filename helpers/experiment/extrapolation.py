@@ -421,7 +421,7 @@ def train_seeds(task: str, variant: str, config: ExperimentConfig, seeds=None, *
     ``text_corpus()`` for "text" (read when None).
 
     Returns:
-        ``(models, losses, stops)`` of ``_experiment_train.train_ensemble``, in the order of
+        ``(models, losses, stops)`` of ``train.train_ensemble``, in the order of
         ``seeds``: the trained ``TinyTransformer`` of each seed, its training loss at every step
         (a float64 array) and its stopping record.
     """
