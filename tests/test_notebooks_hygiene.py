@@ -296,6 +296,16 @@ def test_skeleton(path):
         assert re.search(r"[\u4e00-\u9fff]", heading), f"section heading without its Chinese term: {heading}"
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS[:-1], ids=ids[:-1])
+def test_each_notebook_ends_with_a_link_to_the_next(path):
+    """The README promises that every notebook ends with a link to the next; notebook 07 lost its
+    link once and nothing noticed."""
+    nb = nbformat.read(path, as_version=4)
+    last = [c.source for c in nb.cells if c.cell_type == "markdown"][-1]
+    following = NOTEBOOKS[NOTEBOOKS.index(path) + 1].name
+    assert f"]({following})" in last, f"the last markdown cell of {path.name} does not link to {following}"
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
 def test_no_printed_number_depends_on_roundoff(path):
     problems = roundoff_problems(nbformat.read(path, as_version=4))
