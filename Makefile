@@ -81,7 +81,7 @@ diff-setup: $(STAMP)
 	git config merge.jupyternotebook.driver "$(CURDIR)/$(VENV)/bin/git-nbmergedriver merge %O %A %B %L %P"
 	git config merge.jupyternotebook.name "nbdime: merge notebooks cell by cell"
 
-# Mutation testing (not in CI: about 12 minutes on two cores). `make mutants` runs every maths
+# Mutation testing (not in CI; how long it takes and what it found: docs/mutation-testing.md). `make mutants` runs every maths
 # module; `make mutants MUTANTS='helpers.alibi*'` one. Prints the kill rate per module. mutmut keeps
 # each mutant's verdict in mutants/ and does not test it again when only the tests changed, so
 # every run starts from a fresh copy.

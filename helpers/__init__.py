@@ -6,12 +6,12 @@ arguments. Each module's docstring gives its notation and conventions.
 The maths, which ``import helpers`` loads (torch, numpy; SciPy when ``continuous_kernel`` first
 needs its cosine integral), one module a subject:
 
-- ``sinusoidal``: the sinusoidal table of Vaswani et al. and its shift matrices (articles 001-002);
+- ``sinusoidal``: the sinusoidal table of Vaswani et al. and its shift matrices (articles 000, 001);
 - ``rope``: rotary position embedding, its scalings (linear, NTK-aware, dynamic, YaRN, Llama 3,
   LongRoPE) and ``rope_config`` reading a model's config the way transformers does (article 003);
 - ``alibi``: ALiBi's slopes and biases; ``relative``: T5's buckets and Shaw et al.'s relative
   positions;
-- ``kernels``: the position kernel and the matrices that commute with a shift (article 002);
+- ``kernels``: the position kernel and the matrices that commute with a shift (article 000, section 6);
 - ``self_attention``: causal attention with an optional bias, and the score in four terms;
 - ``model_catalog``: the published RoPE settings of real models (``data/rope_models.json``);
 - ``checks``: detectors that test someone's RoPE, ALiBi, sinusoidal table, positions or KV-cache
