@@ -25,8 +25,9 @@ them; ``tests/test_packaging.py`` checks that they stay unloaded): ``helpers.plo
 experiments of notebooks 08 and 11 (``helpers.stretch`` is ``helpers.experiment.stretch``).
 """
 
-import importlib.abc
-import sys
+import importlib as _importlib
+import importlib.abc as _importlib_abc
+import sys as _sys
 
 from . import checks
 from .alibi import alibi_bias, alibi_decay_distance, alibi_key_bias, alibi_slopes
@@ -75,9 +76,7 @@ def __getattr__(name):
     # attribute of ``helpers``, so this runs once per name; ``python -m helpers.experiment`` also
     # runs cleanly because nothing imported it before.
     if name in _ON_FIRST_USE:
-        import importlib
-
-        module = importlib.import_module(_ON_FIRST_USE[name], __name__)
+        module = _importlib.import_module(_ON_FIRST_USE[name], __name__)
         globals()[name] = module
         return module
     raise AttributeError(f"module 'helpers' has no attribute {name!r}")
@@ -100,7 +99,7 @@ _MOVED = {
 }
 
 
-class _MovedFinder(importlib.abc.MetaPathFinder):
+class _MovedFinder(_importlib_abc.MetaPathFinder):
     """Consulted last, so only for a module no other finder has: a moved one raises naming its new place."""
 
     def find_spec(self, fullname, path=None, target=None):
@@ -109,8 +108,9 @@ class _MovedFinder(importlib.abc.MetaPathFinder):
         return None
 
 
-if not any(isinstance(finder, _MovedFinder) for finder in sys.meta_path):  # once, even if helpers is reloaded
-    sys.meta_path.append(_MovedFinder())
+# Once, even if helpers is reloaded (a reload makes a new class, so compare names, not types).
+if not any(type(f).__qualname__ == "_MovedFinder" and type(f).__module__ == __name__ for f in _sys.meta_path):
+    _sys.meta_path.append(_MovedFinder())
 
 
 def __dir__():
