@@ -60,8 +60,8 @@ test-unit: $(STAMP)
 test-notebooks: $(STAMP)
 	$(PY) -m pytest notebooks --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider --durations=0
 
-# The linter (ruff: pycodestyle, pyflakes, bugbear, import order) on the package, the tests, the
-# benchmarks and the notebooks' code cells; the formatter's check on the Python files (notebook
+# The linter (ruff: pycodestyle, pyflakes, bugbear, import order) on the package, the site builder
+# (tools), the tests, the benchmarks and the notebooks' code cells; the formatter's check on the Python files (notebook
 # cells are laid out by hand for reading and are linted, not reformatted). CI runs it.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check helpers tools tests benchmarks notebooks
@@ -81,10 +81,10 @@ diff-setup: $(STAMP)
 	git config merge.jupyternotebook.driver "$(CURDIR)/$(VENV)/bin/git-nbmergedriver merge %O %A %B %L %P"
 	git config merge.jupyternotebook.name "nbdime: merge notebooks cell by cell"
 
-# Mutation testing (not in CI; how long it takes and what it found: docs/mutation-testing.md). `make mutants` runs every maths
-# module; `make mutants MUTANTS='helpers.alibi*'` one. Prints the kill rate per module. mutmut keeps
-# each mutant's verdict in mutants/ and does not test it again when only the tests changed, so
-# every run starts from a fresh copy.
+# Mutation testing (not in CI; how long it takes and what it found: docs/mutation-testing.md).
+# `make mutants` runs every maths module; `make mutants MUTANTS='helpers.alibi*'` one. Prints the
+# kill rate per module. mutmut keeps each mutant's verdict in mutants/ and does not test it again
+# when only the tests changed, so every run starts from a fresh copy.
 MUTANTS ?=
 mutants: $(STAMP)
 	rm -rf mutants
