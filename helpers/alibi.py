@@ -20,7 +20,8 @@ mask they are not equivalent: the symmetric ``-m_h |i - j|`` has no row-constant
 Precision caveat: ``+m_h j`` grows with ``j``, and in a low-precision dtype its rounding step
 grows too. In bfloat16 (8 bits of mantissa) the step between neighbouring keys of head 0
 (``m = 1/2``) is lost once ``m_h j`` passes 128 (256 keys): at 2048 keys the two newest keys get the same bias
-and the weights differ from the exact ones by more than 0.1; float16 loses it by 8192 keys. BLOOM
+and the weights differ from the exact ones by more than 0.1 (from 258 keys on); float16 loses it
+from 2,050 keys. BLOOM
 casts its row to the model's dtype. MPT anchors the newest key at 0 instead,
 ``m_h (j - (Tk - 1))``, which equals ``alibi_bias``'s last row: small numbers where the newest
 query's weight is, but the same row serves every query, and for query ``i`` it is

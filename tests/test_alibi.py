@@ -346,3 +346,29 @@ def test_transformers_mpt_keeps_its_anchored_row_in_float32():
     assert "softmax(attention_scores.float()" in attention_source
     scores = torch.zeros(1, 8, 4, 2048, dtype=torch.bfloat16)  # (batch, H, Tq, Tk) in the model's dtype
     assert (scores + modeling_mpt.build_mpt_alibi_tensor(8, 2048)).dtype == torch.float32  # promoted
+
+
+def test_transformers_bloom_rounds_its_row_and_the_content_score_in_the_models_dtype():
+    """Notebook 07, section 4: transformers' BLOOM casts its +m j row to the model's dtype and adds the content score
+    to it in one baddbmm, so in bfloat16 a content score of +1 near key 2,048 is rounded away with the bias.
+
+    Bugs this catches in the notebook's account: the row said to stay in float32 (as MPT's does), the scores said to
+    be added in float32, or the softmax said to run in the model's dtype.
+    """
+    pytest.importorskip("transformers", minversion="5.0")
+    import inspect
+
+    from transformers.models.bloom import modeling_bloom
+
+    row = modeling_bloom.build_alibi_tensor(torch.ones(1, 2048), 8, torch.bfloat16)  # (H, 1, T)
+    assert row.dtype == torch.bfloat16
+    assert torch.equal(row, helpers.alibi_key_bias(8, 2048, dtype=torch.bfloat16))
+    source = inspect.getsource(modeling_bloom.BloomAttention.forward)
+    assert "attention_scores = alibi.baddbmm(" in source
+    assert "softmax(attn_weights, dim=-1, dtype=torch.float32)" in source
+    q = torch.tensor([[[2.0, 0.0, 0.0, 0.0]]], dtype=torch.bfloat16)  # with alpha 1/2: +1 on one key
+    k = torch.zeros(1, 4, 2048, dtype=torch.bfloat16)
+    k[0, 0, 2045] = 1.0
+    scores = row[:1].baddbmm(q, k, beta=1.0, alpha=0.5)  # BLOOM's call, head 0
+    # exact: 1022, 1023.5, 1023, 1023.5
+    assert scores.dtype == torch.bfloat16 and scores[0, 0, -4:].tolist() == [1024.0] * 4

@@ -94,6 +94,35 @@ def test_07_1_the_truncated_next_power_and_the_sorted_order_are_named():
     says("07.1", lambda n_heads: slopes_by_exponents(n_heads).sort(descending=True).values, "n_heads=6", "sorted")
 
 
+def test_07_1_the_shallowest_head_first_is_named_not_hinted_at_powers_of_two():
+    """The right slopes in the opposite order fail first at 2 heads, a power of two: the message names the order,
+    not the hint about head counts that are not powers of two."""
+
+    def reversed_order_of(n_heads):
+        return slopes_by_exponents(n_heads).flip(0)
+
+    reversed_order = says("07.1", reversed_order_of, "n_heads=2", "shallowest (2^-8) first")
+    ascending = says("07.1", lambda n_heads: slopes_by_exponents(n_heads).sort().values, "n_heads=2", "shallowest")
+    assert "not a power of two" not in reversed_order.message + ascending.message
+
+
+def test_07_1_a_float32_recipe_fails_from_186_heads_with_the_float64_advice():
+    """The exercise text says BLOOM's float32 recipe (transformers' build_alibi_tensor) drifts past the check's 1e-6
+    from 186 heads on: that recipe, run on the check's inputs, fails with the float32 message, not a wrong idea."""
+    pytest.importorskip("transformers", minversion="5.0")
+    from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+
+    def bloom(n_heads):  # (H,) slopes: the bias of position 1 in a 2-token sequence
+        return build_alibi_tensor(torch.ones(1, 2), n_heads, torch.float32)[:, 0, 1]
+
+    drift = [
+        (((bloom(n).double() - helpers.alibi_slopes(n)).abs() / helpers.alibi_slopes(n)).max() > 1e-6).item()
+        for n in range(1, 187)
+    ]
+    assert drift.index(True) + 1 == 186
+    says("07.1", bloom, "float32 precision", "compute in float64")
+
+
 def test_07_1_borrowed_slopes_put_first_or_started_one_late_are_named():
     def borrowed_first(n_heads):
         n = 1 << (n_heads.bit_length() - 1)

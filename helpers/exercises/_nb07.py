@@ -76,6 +76,14 @@ def _sorted_steepest_first(n_heads):
     return sorted(_geometric(n) + _geometric(2 * n)[0::2][: n_heads - n], reverse=True)
 
 
+def _shallowest_first(n_heads):
+    """The right slopes in the opposite order: the shallowest head first (for a power of two, the right slopes
+    sorted from shallowest to steepest)."""
+    n_heads = int(n_heads)
+    n = _closest_power(n_heads)
+    return (_geometric(n) + _geometric(2 * n)[0::2][: n_heads - n])[::-1]
+
+
 _SLOPE_SEED = 7
 
 # The first head count that is not a power of two is 6, not 3: at 3 heads the right slopes sorted
@@ -110,8 +118,8 @@ register(
         forbid=("helpers.alibi_slopes", "helpers.alibi.alibi_slopes", "helpers.alibi._power_of_two_slopes"),
         seed=_SLOPE_SEED,
         hint=(
-            "for a head count that is not a power of two, compare the sequence of 2n heads with the one of n "
-            "heads: which of its slopes are new?"
+            "head 0 takes the steepest slope; for a head count that is not a power of two, compare the sequence "
+            "of 2n heads with the one of n heads: which of its slopes are new?"
         ),
         mistakes=(
             Mistake(
@@ -143,6 +151,11 @@ register(
                 "appending the new slopes of the sequence for 2n from the second of them on gives; the first "
                 "new one is the steepest slope of all and is not skipped.",
                 function=_borrowed_off_by_one,
+            ),
+            Mistake(
+                "the slopes in the opposite order give, the shallowest (2^-8) first; head 0 takes the steepest "
+                "slope, 2^(-8/n) for n heads, and the slopes fall from there.",
+                function=_shallowest_first,
             ),
             Mistake(
                 "the right slopes sorted from steepest to shallowest give; the reference does not sort them, "
