@@ -363,6 +363,9 @@ def test_transformers_bloom_rounds_its_row_and_the_content_score_in_the_models_d
     row = modeling_bloom.build_alibi_tensor(torch.ones(1, 2048), 8, torch.bfloat16)  # (H, 1, T)
     assert row.dtype == torch.bfloat16
     assert torch.equal(row, helpers.alibi_key_bias(8, 2048, dtype=torch.bfloat16))
+    model_source = inspect.getsource(modeling_bloom.BloomModel.forward)  # the row built inline without a mask
+    assert "alibi = alibi.repeat(batch_size, 1, 1).to(hidden_states.dtype)" in model_source
+    assert "self.build_alibi_tensor(attention_mask, self.num_heads, dtype=hidden_states.dtype)" in model_source
     source = inspect.getsource(modeling_bloom.BloomAttention.forward)
     assert "attention_scores = alibi.baddbmm(" in source
     assert "softmax(attn_weights, dim=-1, dtype=torch.float32)" in source
@@ -372,3 +375,18 @@ def test_transformers_bloom_rounds_its_row_and_the_content_score_in_the_models_d
     scores = row[:1].baddbmm(q, k, beta=1.0, alpha=0.5)  # BLOOM's call, head 0
     # exact: 1022, 1023.5, 1023, 1023.5
     assert scores.dtype == torch.bfloat16 and scores[0, 0, -4:].tolist() == [1024.0] * 4
+
+
+def test_transformers_mpt_refuses_more_keys_than_max_seq_len():
+    """Notebook 07, section 4: transformers' MPT builds its ALiBi row for config.max_seq_len keys, so a longer input
+    raises instead of extrapolating. Bug this catches in the notebook's account: MPT said to run past max_seq_len."""
+    pytest.importorskip("transformers", minversion="5.0")
+    from transformers import MptConfig, MptModel
+
+    torch.manual_seed(0)
+    config = MptConfig(d_model=16, n_heads=2, n_layers=1, max_seq_len=16, vocab_size=32, expansion_ratio=2)
+    model = MptModel(config).eval()
+    with torch.no_grad():
+        assert model(torch.zeros(1, 16, dtype=torch.long)).last_hidden_state.shape == (1, 16, 16)
+        with pytest.raises(RuntimeError):
+            model(torch.zeros(1, 20, dtype=torch.long))

@@ -123,6 +123,19 @@ def test_07_1_a_float32_recipe_fails_from_186_heads_with_the_float64_advice():
     says("07.1", bloom, "float32 precision", "compute in float64")
 
 
+def test_07_1_mpts_float32_recipe_passes():
+    """The exercise text says MPT's float32 recipe (notebook 07's gen_slopes, transformers' MPT) passes: 2^(-8k/N) in
+    float32 for the next power of two N, the even k first when the head count is not a power of two."""
+
+    def gen_slopes(n_heads):
+        n = 2 ** math.ceil(math.log2(n_heads))
+        slopes = 1.0 / torch.pow(2, torch.arange(1, n + 1, dtype=torch.float32) * (8 / n))
+        return torch.cat([slopes[1::2], slopes[::2]])[:n_heads] if n != n_heads else slopes
+
+    assert gen_slopes(12).dtype == torch.float32
+    assert verdict("07.1", gen_slopes).correct
+
+
 def test_07_1_borrowed_slopes_put_first_or_started_one_late_are_named():
     def borrowed_first(n_heads):
         n = 1 << (n_heads.bit_length() - 1)

@@ -194,7 +194,8 @@ register(
         mistakes=(
             Mistake(
                 "max_distance enters the logarithmic formula as a scale; it is not where the shared bucket "
-                "is defined to begin. Work out the formula's value for an offset a little below it.",
+                "begins in the code, though T5's paper (section 2.1) describes the buckets as growing up to an "
+                "offset of 128. Work out the formula's value for an offset a little below it.",
                 option="at 128",
             ),
             Mistake(
