@@ -21,6 +21,7 @@ runs the same cases in ``make test`` against a budget with headroom for a busy m
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import time
 
@@ -42,9 +43,17 @@ CASES = (  # (query shape (B, H, T, d), key heads, first position, with backward
 NAMES = ("prefill-512", "prefill-2048", "decode-1", "decode-4", "backward", "gqa-prefill-512", "gqa-decode-1")
 
 
-def median_seconds(functions: dict, rounds: int, inner: int = 3) -> dict:
-    for f in functions.values():  # warm up
+def median_seconds(functions: dict, rounds: int, inner: int = 3, sample: float = 2e-3) -> dict:
+    """Median seconds per call of each function, the functions taking turns in every round; each
+    sample times ``inner`` calls in a row, or more where that would take under ``sample`` seconds
+    (a decoding step is tens of microseconds: one call alone is mostly the timer's noise), the
+    same number for every function."""
+    once = []
+    for f in functions.values():  # warm up, and time one call
+        start = time.perf_counter()
         f()
+        once.append(time.perf_counter() - start)
+    inner = max(inner, math.ceil(sample / max(min(once), 1e-7)))
     samples = {name: [] for name in functions}
     for _ in range(rounds):
         for name, f in functions.items():

@@ -601,6 +601,9 @@ def apply_rope_qk(q, k, cos, sin, *, layout: str | None = None, positions=None, 
     Returns:
         ``(q_rotated, k_rotated)``, each of its input's dtype and shape.
     """
+    step = _decode_step(q, k, cos, sin, layout, positions, rotary_dim)
+    if step is not None:
+        return step
     q = check_float_tensor("q", q)
     k = check_float_tensor("k", k)
     cos = check_float_tensor("cos", cos)
@@ -630,6 +633,80 @@ def apply_rope_qk(q, k, cos, sin, *, layout: str | None = None, positions=None, 
     ):
         return _rotate_pair(q, k, cos, sin, layout, r)
     return _rotate(q, cos, sin, layout, r), _rotate(k, cos, sin, layout, r)
+
+
+def _decode_step(q, k, cos, sin, layout, positions, rotary_dim):
+    """``apply_rope_qk`` for the common decoding step on the CPU, or None where it does not apply.
+
+    A decoding step costs its calls (kernel launches, views, argument checks), not its arithmetic:
+    this path takes only arguments that every check of the general path would accept (checked
+    here with attribute reads, no tensor call), and makes the fewest calls: queries and keys
+    ``(B, H, T, d)`` and ``(B, H_kv, T, d)``, contiguous and small, in the half layout with every
+    dimension rotated, float32 (or bfloat16 / float16, computed in float32 and rounded once), with
+    float32 rows from ``rope_gather`` ``(B or 1, T, d/2)`` or tables ``(T', d/2)`` read from an int
+    offset; no gradient recorded. The same kernels in the same order as ``_rotate_pair``, so the
+    same numbers, bit for bit (``tests/test_rope.py`` compares them). Anything else returns None and
+    takes the general path, which validates and names what is wrong.
+    """
+    if (
+        rotary_dim is not None
+        or type(layout) is not str
+        or layout != "half"
+        or type(q) is not torch.Tensor
+        or type(k) is not torch.Tensor
+        or type(cos) is not torch.Tensor
+        or type(sin) is not torch.Tensor
+    ):
+        return None
+    dtype, float32 = q.dtype, torch.float32
+    if (
+        k.dtype is not dtype
+        or cos.dtype is not float32
+        or sin.dtype is not float32
+        or (dtype is not float32 and dtype is not torch.bfloat16 and dtype is not torch.float16)
+        or not (q.is_cpu and k.is_cpu and cos.is_cpu and sin.is_cpu)
+        or not (q.is_contiguous() and k.is_contiguous() and cos.is_contiguous() and sin.is_contiguous())
+        or q.numel() > _SMALL
+        or k.numel() > _SMALL
+    ):
+        return None
+    shape, k_shape, rows_shape = q.shape, k.shape, cos.shape
+    if len(shape) != 4 or len(k_shape) != 4 or rows_shape != sin.shape:
+        return None
+    b, hq, t, d = shape
+    kb, hk, kt, kd = k_shape
+    h = d // 2
+    if kb != b or kt != t or kd != d or t < 1 or d != 2 * rows_shape[-1]:
+        return None
+    if positions is None and len(rows_shape) == 3 and rows_shape[1] == t and rows_shape[0] in (1, b):
+        rows = rows_shape[0]  # rows from rope_gather
+    elif type(positions) is int and len(rows_shape) == 2 and 0 <= positions and positions + t <= rows_shape[0]:
+        rows = 1  # an offset into the tables: rows positions .. positions + t - 1, views
+        cos, sin = cos.narrow(0, positions, t), sin.narrow(0, positions, t)
+    else:
+        return None
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or cos.requires_grad or sin.requires_grad):
+        return None
+    # Heads side by side, halves apart: (B, H + H_kv, T, 2, h), or (B, H + H_kv, 2, h) for one
+    # position (fewer dimensions to broadcast over, a little faster); the tables' rows broadcast
+    # over the heads.
+    if t == 1:
+        x = torch.cat((q, k), 1).view(b, hq + hk, 2, h)
+        cos, sin, pair = cos.view(rows, 1, 1, h), sin.view(rows, 1, h), 2
+    else:
+        x = torch.cat((q, k), 1).view(b, hq + hk, t, 2, h)
+        cos, sin, pair = cos.view(rows, 1, t, 1, h), sin.view(rows, 1, t, h), 3
+    if dtype is not float32:
+        x = x.float()  # computed in float32, rounded once below
+    out = x * cos  # both halves times cos
+    (x1, x2), (o1, o2) = x.unbind(pair), out.unbind(pair)  # views, a half each
+    o1.addcmul_(x2, sin, value=-1)  # x1 cos - x2 sin
+    o2.addcmul_(x1, sin)  # x2 cos + x1 sin
+    out = out.view(b, hq + hk, t, d)
+    q_part, k_part = out.narrow(1, 0, hq), out.narrow(1, hq, hk)
+    if dtype is float32:  # results that own their memory, contiguous
+        return q_part.clone(), k_part.clone()
+    return q_part.to(dtype), k_part.to(dtype)
 
 
 def _rotate_pair(q, k, cos, sin, layout: str, r: int):
@@ -747,15 +824,16 @@ def _rotate_rows(x, cos, sin, layout: str, r: int, own: bool = False) -> torch.T
         # layout) and rounded once when it is written back, a block of positions at a time so that
         # the copy stays in the cache (a whole (1, 32, 2048, 128) copy is 32 MB and runs several
         # times slower than its blocks).
+        # Two float32 blocks are allocated once and reused (fresh memory costs page faults).
         work = torch.promote_types(compute, torch.float32)
         t = x_rot.shape[-2]
-        rows = max(1, _COPY_BLOCK // max(1, x_rot[..., 0, :].numel()))  # positions per block
-        if rows >= t:
-            _rotate_copy(x_rot, out_rot, cos, sin, layout, work)
-            return out
+        rows = min(t, max(1, _COPY_BLOCK // max(1, x_rot[..., 0, :].numel())))  # positions per block
+        blocks = torch.empty((2, *x_rot.shape[:-2], rows, r), dtype=work, device=x_rot.device)  # (2, ..., rows, r)
         for a in range(0, t, rows):
             b = min(t, a + rows)
-            _rotate_copy(x_rot[..., a:b, :], out_rot[..., a:b, :], cos[..., a:b, :], sin[..., a:b, :], layout, work)
+            copy, rotated = blocks.narrow(-2, 0, b - a).unbind(0)  # (..., b - a, r) each
+            cos_b, sin_b = cos[..., a:b, :], sin[..., a:b, :]
+            _rotate_copy(x_rot[..., a:b, :], out_rot[..., a:b, :], cos_b, sin_b, layout, copy, rotated)
         return out
     if layout == "interleaved":
         x_p, out_p = x_rot.unflatten(-1, (h, 2)), out_rot.unflatten(-1, (h, 2))  # (..., T, r/2, 2) views
@@ -795,16 +873,24 @@ _FLOAT_DTYPES = (torch.float64, torch.float32, torch.bfloat16, torch.float16)
 _COPY_BLOCK = 1 << 19
 
 
-def _rotate_copy(x_rot, out_rot, cos, sin, layout: str, work: torch.dtype) -> None:
-    """Rotate ``x_rot`` ``(..., T, r)`` into ``out_rot`` through a copy in ``work`` (float32)."""
+def _rotate_copy(x_rot, out_rot, cos, sin, layout: str, copy, rotated) -> None:
+    """Rotate ``x_rot`` ``(..., T, r)`` into ``out_rot`` through ``copy``, then ``rotated`` (the
+    half layout), float32 blocks of the same shape: the result is rounded once, when it is written."""
     h = x_rot.shape[-1] // 2
-    copy = x_rot.to(work, copy=True, memory_format=torch.contiguous_format)  # (..., T, r), a fresh copy
+    copy.copy_(x_rot)  # (..., T, r) in float32
     if layout == "interleaved":
-        turn = torch.complex(cos.to(work), sin.to(work))  # (T, r/2)
+        turn = torch.complex(cos.to(copy.dtype), sin.to(copy.dtype))  # (T, r/2)
         torch.view_as_complex(copy.unflatten(-1, (h, 2))).mul_(turn)  # rotated in place, (..., T, r/2) complex
         out_rot.copy_(copy)
         return
-    out_rot.copy_(_half_rotation(copy, cos, sin, h))  # (..., T, r), rounded once
+    # Both halves times cos, as _half_rotation; with cos written twice side by side, the product
+    # runs over whole rows (twice as fast here as broadcasting cos over the two halves).
+    torch.mul(copy, torch.cat((cos, cos), -1), out=rotated)
+    x_p, out_p = copy.unflatten(-1, (2, h)), rotated.unflatten(-1, (2, h))  # (..., T, 2, h) views
+    (x1, x2), (o1, o2) = x_p.unbind(-2), out_p.unbind(-2)  # (..., T, h) views
+    o1.addcmul_(x2, sin, value=-1)  # x1 cos - x2 sin
+    o2.addcmul_(x1, sin)  # x2 cos + x1 sin
+    out_rot.copy_(rotated)  # rounded once
 
 
 def _apply_rope_autograd(x, cos, sin, layout: str, r: int) -> torch.Tensor:

@@ -430,6 +430,89 @@ def test_apply_rope_qk_is_two_calls_to_the_bit(layout, dtype, q_shape, k_shape, 
     assert torch.equal(got_k, want_k)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize(
+    "q_shape, k_shape, tables",
+    [
+        ((1, 8, 1, 16), (1, 8, 1, 16), "gathered"),
+        ((4, 8, 1, 16), (4, 2, 1, 16), "gathered"),  # a batch, fewer key heads
+        ((4, 8, 1, 16), (4, 8, 1, 16), "one row"),  # (1, T, r/2) rows for every batch row
+        ((2, 8, 3, 16), (2, 2, 3, 16), "gathered"),  # three positions (a short prefill or draft tokens)
+        ((1, 8, 1, 16), (1, 2, 1, 16), "offset"),  # the whole tables and an int offset
+        ((2, 4, 5, 16), (2, 4, 5, 16), "offset"),
+    ],
+)
+def test_a_decoding_step_takes_the_short_path_with_the_bits_of_the_general_one(
+    dtype, q_shape, k_shape, tables, monkeypatch
+):
+    # A decoding step on the CPU costs its calls, not its arithmetic, so apply_rope_qk takes it
+    # through the fewest (helpers.rope._decode_step; benchmarks/bench_rope_vs_hf.py times it against
+    # transformers). It must give apply_rope's bits (bfloat16 / float16: float32, rounded once), and
+    # results that are contiguous and own their memory; the general path is made to fail here, so
+    # this test also fails if a decoding step stops taking the short path.
+    gen = torch.Generator().manual_seed(41)
+    q, k = torch.randn(q_shape, generator=gen).to(dtype), torch.randn(k_shape, generator=gen).to(dtype)
+    cos, sin = helpers.rope_cos_sin(1200, 16)
+    batch, length = q_shape[0], q_shape[2]
+    positions = torch.randint(0, 1200, (batch, length), generator=gen)
+    if tables == "gathered":
+        rows, offset, per_row = helpers.rope_gather(cos, sin, positions), None, positions
+    elif tables == "one row":
+        rows, offset, per_row = helpers.rope_gather(cos, sin, positions[:1]), None, positions[:1].expand(batch, -1)
+    else:
+        rows, offset, per_row = (cos, sin), 1200 - length, None
+    if per_row is None:
+        want = [helpers.apply_rope(t, cos, sin, layout="half", positions=offset) for t in (q, k)]
+    else:
+        want = [helpers.apply_rope(t, cos, sin, layout="half", positions=per_row) for t in (q, k)]
+
+    def general(*args, **kwargs):
+        raise AssertionError("a decoding step took the general path")
+
+    monkeypatch.setattr(helpers.rope, "_rotate_pair", general)
+    monkeypatch.setattr(helpers.rope, "_rotate", general)
+    got = helpers.apply_rope_qk(q, k, *rows, layout="half", positions=offset)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == dtype and torch.equal(g, w)
+        assert g.is_contiguous() and g._base is None
+        assert g.untyped_storage().nbytes() == g.numel() * g.element_size()
+
+
+def test_what_the_short_path_does_not_take_is_checked_or_rotated_as_before():
+    # The short path takes only what every check accepts; anything else goes on to the checks
+    # (the same errors as before) or to the general path (the same numbers).
+    cos, sin = helpers.rope_cos_sin(10, 16)
+    gen = torch.Generator().manual_seed(42)
+    q, k = torch.randn(1, 8, 1, 16, generator=gen), torch.randn(1, 8, 1, 16, generator=gen)
+    rows = helpers.rope_gather(cos, sin, torch.tensor([[9]]))
+    qk = helpers.apply_rope_qk
+    raises_naming(ValueError, lambda: qk(q, k, cos, sin, layout="half", positions=10), "rows", "10")
+    raises_naming(ValueError, lambda: qk(q, k, cos, sin, layout="half", positions=-1), "positions", "-1")
+    raises_naming(TypeError, lambda: qk(q, k, cos, sin, layout="half", positions=True), "positions")
+    raises_naming(TypeError, lambda: qk(q, k, cos, sin, layout=None), "layout")
+    raises_naming(ValueError, lambda: qk(q, k, cos, sin, layout="Half"), "layout", "Half")
+    raises_naming(ValueError, lambda: qk(q, k, cos[:, :4], sin[:, :4], layout="half"), "cos", "8", "4")
+    raises_naming(ValueError, lambda: qk(q, k, *rows, layout="half", positions=0), "positions")
+    three = [r.expand(3, 1, 8).contiguous() for r in rows]  # rows for 3 batch rows, x has 2
+    raises_naming(ValueError, lambda: qk(q.repeat(2, 1, 1, 1), k.repeat(2, 1, 1, 1), *three, layout="half"), "cos", "3")
+    raises_naming(ValueError, lambda: qk(q, k[:, :, :, :8], cos, sin, layout="half"), "q", "k")
+    raises_naming(ValueError, lambda: qk(q, k.to("meta"), cos, sin, layout="half"), "q", "k", "meta")
+    for args, kwargs in (
+        ((q, k, cos.double(), sin.double()), {}),  # float64 tables
+        ((q, k, cos[:, :4], sin[:, :4]), {"rotary_dim": 8}),  # partial rotary
+        ((q.transpose(-1, -2).contiguous().transpose(-1, -2), k, cos, sin), {}),  # not contiguous
+        ((q, k, cos, sin), {"positions": torch.tensor([[3]])}),  # a positions tensor
+        ((q, k.double(), cos, sin), {}),  # q and k of two dtypes
+    ):
+        got = qk(*args, layout="half", **kwargs)
+        want = [helpers.apply_rope(t, *args[2:], layout="half", **kwargs) for t in args[:2]]
+        assert all(torch.equal(g, w) for g, w in zip(got, want, strict=True))
+    q_grad = q.clone().requires_grad_(True)  # a gradient to record: the general path
+    got_q, _ = qk(q_grad, k, *rows, layout="half")
+    got_q.sum().backward()
+    torch.testing.assert_close(q_grad.grad, helpers.apply_rope(torch.ones_like(q), rows[0], -rows[1], layout="half"))
+
+
 def test_rope_gather_reads_the_rows_at_the_positions():
     cos, sin = helpers.rope_cos_sin(50, 8, dtype=torch.float64)
     positions = torch.tensor([[3, 49, 0], [7, 7, 12]])
