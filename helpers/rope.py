@@ -629,7 +629,9 @@ def apply_rope_qk(q, k, cos, sin, *, layout: str | None = None, positions=None, 
         and (q.shape == k.shape or (q.dim() >= 3 and q.shape[:-3] == k.shape[:-3]))
         and q.is_contiguous()
         and k.is_contiguous()
-        and not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad))
+        and not (
+            torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or cos.requires_grad or sin.requires_grad)
+        )
     ):
         return _rotate_pair(q, k, cos, sin, layout, r)
     return _rotate(q, cos, sin, layout, r), _rotate(k, cos, sin, layout, r)
@@ -824,16 +826,12 @@ def _rotate_rows(x, cos, sin, layout: str, r: int, own: bool = False) -> torch.T
         # layout) and rounded once when it is written back, a block of positions at a time so that
         # the copy stays in the cache (a whole (1, 32, 2048, 128) copy is 32 MB and runs several
         # times slower than its blocks).
-        # Two float32 blocks are allocated once and reused (fresh memory costs page faults).
         work = torch.promote_types(compute, torch.float32)
         t = x_rot.shape[-2]
-        rows = min(t, max(1, _COPY_BLOCK // max(1, x_rot[..., 0, :].numel())))  # positions per block
-        blocks = torch.empty((2, *x_rot.shape[:-2], rows, r), dtype=work, device=x_rot.device)  # (2, ..., rows, r)
+        rows = max(1, _COPY_BLOCK // max(1, x_rot[..., 0, :].numel()))  # positions per block
         for a in range(0, t, rows):
             b = min(t, a + rows)
-            copy, rotated = blocks.narrow(-2, 0, b - a).unbind(0)  # (..., b - a, r) each
-            cos_b, sin_b = cos[..., a:b, :], sin[..., a:b, :]
-            _rotate_copy(x_rot[..., a:b, :], out_rot[..., a:b, :], cos_b, sin_b, layout, copy, rotated)
+            _rotate_copy(x_rot[..., a:b, :], out_rot[..., a:b, :], cos[..., a:b, :], sin[..., a:b, :], layout, work)
         return out
     if layout == "interleaved":
         x_p, out_p = x_rot.unflatten(-1, (h, 2)), out_rot.unflatten(-1, (h, 2))  # (..., T, r/2, 2) views
@@ -873,21 +871,21 @@ _FLOAT_DTYPES = (torch.float64, torch.float32, torch.bfloat16, torch.float16)
 _COPY_BLOCK = 1 << 19
 
 
-def _rotate_copy(x_rot, out_rot, cos, sin, layout: str, copy, rotated) -> None:
-    """Rotate ``x_rot`` ``(..., T, r)`` into ``out_rot`` through ``copy``, then ``rotated`` (the
-    half layout), float32 blocks of the same shape: the result is rounded once, when it is written."""
+def _rotate_copy(x_rot, out_rot, cos, sin, layout: str, work: torch.dtype) -> None:
+    """Rotate ``x_rot`` ``(..., T, r)`` into ``out_rot`` through a copy in ``work`` (float32): the
+    result is rounded once, when it is written. No ``out=`` arguments and no buffers made outside
+    ``x``: forward-mode AD and vmap run through it."""
     h = x_rot.shape[-1] // 2
-    copy.copy_(x_rot)  # (..., T, r) in float32
+    copy = x_rot.to(work, copy=True, memory_format=torch.contiguous_format)  # (..., T, r), a fresh copy
     if layout == "interleaved":
-        turn = torch.complex(cos.to(copy.dtype), sin.to(copy.dtype))  # (T, r/2)
+        turn = torch.complex(cos.to(work), sin.to(work))  # (T, r/2)
         torch.view_as_complex(copy.unflatten(-1, (h, 2))).mul_(turn)  # rotated in place, (..., T, r/2) complex
         out_rot.copy_(copy)
         return
     # Both halves times cos, as _half_rotation; with cos written twice side by side, the product
-    # runs over whole rows (twice as fast here as broadcasting cos over the two halves).
-    torch.mul(copy, torch.cat((cos, cos), -1), out=rotated)
-    x_p, out_p = copy.unflatten(-1, (2, h)), rotated.unflatten(-1, (2, h))  # (..., T, 2, h) views
-    (x1, x2), (o1, o2) = x_p.unbind(-2), out_p.unbind(-2)  # (..., T, h) views
+    # runs over whole rows (about twice as fast here as broadcasting cos over the two halves).
+    rotated = copy * torch.cat((cos, cos), -1)  # (..., T, r)
+    (x1, x2), (o1, o2) = copy.chunk(2, -1), rotated.chunk(2, -1)  # (..., T, h) views
     o1.addcmul_(x2, sin, value=-1)  # x1 cos - x2 sin
     o2.addcmul_(x1, sin)  # x2 cos + x1 sin
     out_rot.copy_(rotated)  # rounded once

@@ -1031,6 +1031,56 @@ def test_apply_rope_qk_results_own_their_memory():
         assert t._base is None and t.untyped_storage().nbytes() == t.numel() * t.element_size()
 
 
+@pytest.mark.filterwarnings("ignore:There is a performance drop:UserWarning")  # torch's vmap of addcmul_
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("case", ["interleaved", "partial", "strided"])
+def test_torch_func_transforms_run_through_the_short_dtypes_copy_path(dtype, case):
+    # bfloat16 / float16 on the CPU go through a float32 copy, a block at a time (the interleaved
+    # layout, partial rotary, a tensor that is not contiguous): vmap and forward-mode AD must run
+    # through it as through the other paths (a version that wrote into buffers made once per call,
+    # with out=, failed both).
+    gen = torch.Generator().manual_seed(43)
+    xs, ts = (torch.randn(3, 2, 8, 16, generator=gen).to(dtype) for _ in range(2))
+    layout, width, kwargs = {"interleaved": ("interleaved", 16, {}), "partial": ("half", 8, {"rotary_dim": 8})}.get(
+        case, ("half", 16, {})
+    )
+    if case == "strided":
+        xs, ts = (t.transpose(-1, -2).contiguous().transpose(-1, -2) for t in (xs, ts))
+    cos, sin = helpers.rope_cos_sin(8, width)
+
+    def rope(z):
+        return helpers.apply_rope(z, cos, sin, layout=layout, **kwargs)
+
+    assert torch.equal(torch.func.vmap(rope)(xs), torch.stack([rope(x) for x in xs]))
+    _, tangent = torch.func.jvp(rope, (xs[0],), (ts[0],))
+    # The rotation is linear: its tangent is the rotated tangent (torch hands it back in float32,
+    # the dtype it was computed in: rounded, it is the rotation's bits)
+    assert torch.equal(tangent.to(dtype), rope(ts[0]))
+
+
+@pytest.mark.parametrize("layout", helpers.LAYOUTS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_apply_rope_qk_with_learned_tables_is_two_calls(layout, dtype):
+    # Tables that require a gradient (learned angles) with a small q and k: the same numbers and the
+    # same gradient for the tables (to rounding) as two calls of apply_rope (the path that rotates q and k side by
+    # side is for tensors without a gradient: it once took these and raised torch's in-place error).
+    gen = torch.Generator().manual_seed(44)
+    q, k = torch.randn(1, 4, 1, 16, generator=gen).to(dtype), torch.randn(1, 2, 1, 16, generator=gen).to(dtype)
+    results = []
+    for both in (True, False):
+        cos, sin = (t.clone().requires_grad_(True) for t in helpers.rope_cos_sin(10, 16))
+        if both:
+            got = helpers.apply_rope_qk(q, k, cos, sin, layout=layout, positions=3)
+        else:
+            got = tuple(helpers.apply_rope(t, cos, sin, layout=layout, positions=3) for t in (q, k))
+        sum(t.float().sum() for t in got).backward()
+        results.append((*got, cos.grad, sin.grad))
+    (q_1, k_1, *grads_1), (q_2, k_2, *grads_2) = results
+    assert torch.equal(q_1, q_2) and torch.equal(k_1, k_2)
+    for a, b in zip(grads_1, grads_2, strict=True):  # the same sums, added in another order
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+
+
 def test_torch_func_transforms_run_through_the_rotation():
     cos, sin = helpers.rope_cos_sin(8, 16, dtype=torch.float64)
     x = torch.randn(2, 8, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(26))
