@@ -59,6 +59,11 @@ def check_float_tensor(name: str, value) -> torch.Tensor:
             f"{name} must be a floating-point tensor, got dtype {value.dtype}; "
             f"convert it first, for example {name}.float()"
         )
+    if value.layout is not torch.strided:
+        raise TypeError(
+            f"{name} must be a dense (strided) tensor, got layout {value.layout}; "
+            f"convert it first, for example {name}.to_dense()"
+        )
     return value
 
 

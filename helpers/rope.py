@@ -529,7 +529,12 @@ def apply_rope(x, cos, sin, *, layout: str | None = None, positions=None, rotary
     dimensions are rotated (all ``d`` by default); the rest pass through unchanged (partial
     rotary, as in GPT-NeoX and GPT-J). bfloat16 and float16 on the CPU are computed in float32 (or
     float64) and rounded once, whatever the tables' dtype, so a decode step is the full pass to the
-    bit; under ``torch.compile`` the fused code may differ by one unit in the last place. The result
+    bit in the half layout, and in the interleaved layout where ``r`` is a multiple of 32 (64 and
+    128, every width in common use): at other interleaved widths torch's complex multiplication
+    rounds a row's last pairs differently in a decode step and in the full pass (its vectorised loop
+    and its scalar remainder), by up to one unit in the last place of float32, rarely visible once
+    rounded to bfloat16 or float16, and present in float32 results themselves. Under
+    ``torch.compile`` the fused code may differ by one unit in the last place. The result
     is a new tensor of ``x``'s dtype and shape;
     the arithmetic runs in ``x``'s dtype promoted with the tables' dtype, except on the strided
     path (the half layout, or interleaved pairs that cannot be read as complex numbers, in float32
@@ -590,7 +595,10 @@ def apply_rope_qk(q, k, cos, sin, *, layout: str | None = None, positions=None, 
     The same numbers, bit for bit, as two calls of ``apply_rope`` with the same arguments, from one
     validation and one gather of the tables' rows instead of two, as an attention layer rotates
     them (Hugging Face's ``apply_rotary_pos_emb(q, k, cos, sin)`` takes the same pair). What it
-    saves is per call, so it matters where the tensors are small: a decoding step.
+    saves is per call, so it matters where the tensors are small: a decoding step (where the
+    interleaved layout's rotated width ``r`` is not a multiple of 32, q and k are rotated one at a
+    time, as two calls would: torch's complex multiplication could round them differently side by
+    side).
 
     Args:
         q, k: ``(..., T, d)`` each, with the same ``T`` and ``d``; the other dimensions may differ
@@ -629,6 +637,7 @@ def apply_rope_qk(q, k, cos, sin, *, layout: str | None = None, positions=None, 
         and (q.shape == k.shape or (q.dim() >= 3 and q.shape[:-3] == k.shape[:-3]))
         and q.is_contiguous()
         and k.is_contiguous()
+        and (layout == "half" or r % (2 * _COMPLEX_RUN) == 0)
         and not (
             torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or cos.requires_grad or sin.requires_grad)
         )
@@ -741,6 +750,12 @@ def _rotate_pair(q, k, cos, sin, layout: str, r: int):
 
 #: Elements per tensor up to which ``apply_rope_qk`` rotates q and k as one tensor (heads side by side).
 _SMALL = 1 << 16
+#: torch's complex multiplication on the CPU rounds its vectorised loop (16 complex numbers a step
+#: with AVX-512, 8 with AVX2) and its scalar remainder differently, by up to one unit in the last
+#: place of float32: with a multiple of 16 pairs per row, the interleaved layout's rows never reach
+#: a remainder, whatever the tensor's shape, and rotating q and k side by side gives the bits of
+#: one at a time. Other widths rotate them one at a time.
+_COMPLEX_RUN = 16
 
 
 def _check_layout(layout) -> None:
@@ -828,7 +843,7 @@ def _rotate_rows(x, cos, sin, layout: str, r: int, own: bool = False) -> torch.T
         # times slower than its blocks).
         work = torch.promote_types(compute, torch.float32)
         t = x_rot.shape[-2]
-        rows = max(1, _COPY_BLOCK // max(1, x_rot[..., 0, :].numel()))  # positions per block
+        rows = max(1, _COPY_BLOCK // max(1, math.prod(x_rot.shape[:-2]) * x_rot.shape[-1]))  # positions per block
         for a in range(0, t, rows):
             b = min(t, a + rows)
             _rotate_copy(x_rot[..., a:b, :], out_rot[..., a:b, :], cos[..., a:b, :], sin[..., a:b, :], layout, work)

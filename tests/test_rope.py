@@ -513,6 +513,41 @@ def test_what_the_short_path_does_not_take_is_checked_or_rotated_as_before():
     torch.testing.assert_close(q_grad.grad, helpers.apply_rope(torch.ones_like(q), rows[0], -rows[1], layout="half"))
 
 
+@pytest.mark.parametrize("width", [2, 6, 10, 24, 32, 48])
+def test_apply_rope_qk_is_two_calls_to_the_bit_at_any_interleaved_width(width):
+    # torch's complex multiplication rounds its vectorised loop and its scalar remainder
+    # differently; q and k side by side reach a remainder where one head alone does not (one head
+    # and per-row tables run as one loop). Rotated side by side, 18 of 384 such float32 calls once
+    # differed from two calls by one unit in the last place.
+    gen = torch.Generator().manual_seed(45)
+    cos, sin = helpers.rope_cos_sin(50, width)
+    for batch, heads, length in ((4, 1, 1), (4, 1, 3), (1, 2, 2), (2, 3, 1)):
+        q, k = (torch.randn(batch, heads, length, width, generator=gen) for _ in range(2))
+        rows = helpers.rope_gather(cos, sin, torch.randint(0, 50, (batch, length), generator=gen))
+        got = helpers.apply_rope_qk(q, k, *rows, layout="interleaved")
+        want = [helpers.apply_rope(t, *rows, layout="interleaved") for t in (q, k)]
+        assert all(torch.equal(g, w) for g, w in zip(got, want, strict=True))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize(
+    "layout, width", [("half", 2), ("half", 14), ("half", 24), ("interleaved", 32), ("interleaved", 64)]
+)
+def test_a_decode_step_is_the_full_pass_to_the_bit(dtype, layout, width):
+    # What apply_rope's docstring promises: each position rotated alone (a decoding step with an
+    # int offset) gives the bits of the same position in the full pass, in the half layout at any
+    # width and in the interleaved layout where r is a multiple of 32 (at other interleaved widths
+    # torch's complex multiplication rounds a row's last pairs differently: not promised).
+    gen = torch.Generator().manual_seed(46)
+    cos, sin = helpers.rope_cos_sin(37, width)
+    for batch, heads in ((1, 1), (4, 1), (2, 5)):
+        x = torch.randn(batch, heads, 37, width, generator=gen).to(dtype)
+        full = helpers.apply_rope(x, cos, sin, layout=layout)
+        for p in range(37):
+            step = helpers.apply_rope(x[..., p : p + 1, :], cos, sin, layout=layout, positions=p)
+            assert torch.equal(step, full[..., p : p + 1, :]), (batch, heads, p)
+
+
 def test_rope_gather_reads_the_rows_at_the_positions():
     cos, sin = helpers.rope_cos_sin(50, 8, dtype=torch.float64)
     positions = torch.tensor([[3, 49, 0], [7, 7, 12]])
@@ -1079,6 +1114,21 @@ def test_apply_rope_qk_with_learned_tables_is_two_calls(layout, dtype):
     assert torch.equal(q_1, q_2) and torch.equal(k_1, k_2)
     for a, b in zip(grads_1, grads_2, strict=True):  # the same sums, added in another order
         torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("layout", helpers.LAYOUTS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_no_positions_is_an_empty_result_and_a_sparse_tensor_is_named(layout, dtype):
+    # T = 0 (an empty prompt) on every path: bfloat16 in the interleaved layout raised an IndexError
+    # once (the copy path read the size of position 0). A sparse x: a TypeError naming it, not
+    # torch's message about memory formats.
+    cos, sin = helpers.rope_cos_sin(8, 16)
+    x = torch.randn(1, 2, 0, 16).to(dtype)
+    assert helpers.apply_rope(x, cos, sin, layout=layout).shape == x.shape
+    assert all(t.shape == x.shape for t in helpers.apply_rope_qk(x, x, cos, sin, layout=layout))
+    sparse = torch.randn(1, 2, 4, 16).to(dtype).to_sparse()
+    raises_naming(TypeError, lambda: helpers.apply_rope(sparse, cos, sin, layout=layout), "x", "strided")
+    raises_naming(TypeError, lambda: helpers.apply_rope_qk(sparse, sparse, cos, sin, layout=layout), "q", "strided")
 
 
 def test_torch_func_transforms_run_through_the_rotation():
