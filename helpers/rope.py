@@ -529,8 +529,8 @@ def apply_rope(x, cos, sin, *, layout: str | None = None, positions=None, rotary
     dimensions are rotated (all ``d`` by default); the rest pass through unchanged (partial
     rotary, as in GPT-NeoX and GPT-J). bfloat16 and float16 on the CPU are computed in float32 (or
     float64) and rounded once, whatever the tables' dtype, so a decode step is the full pass to the
-    bit in the half layout, and in the interleaved layout where ``r`` is a multiple of 32 (64 and
-    128, every width in common use): at other interleaved widths torch's complex multiplication
+    bit in the half layout, and in the interleaved layout where ``r`` is a multiple of 32 (as are
+    GPT-J's 64 and the 128 of Meta's LLaMA code): at other interleaved widths torch's complex multiplication
     rounds a row's last pairs differently in a decode step and in the full pass (its vectorised loop
     and its scalar remainder), by up to one unit in the last place of float32, rarely visible once
     rounded to bfloat16 or float16, and present in float32 results themselves. Under
