@@ -777,6 +777,36 @@ def test_committed_results_file_has_the_schema():
     assert results["text_corpus"]["held_out_characters"] > 40_000
     models, saved = ex.load_models()
     assert saved == config and set(models) == set(ex.SAVED_MODELS)
+    assert_run_within_budget(results)
+
+
+#: What a regenerated ``make experiment`` may cost on a two-core CPU before this test fails. The aim of
+#: issue 31 is about 20 minutes and is not met: the committed run took 31 (docs/experiment.md says
+#: why); this budget stops it from growing further unnoticed, with room for a machine's variation.
+EXPERIMENT_BUDGET_SECONDS = 35 * 60
+
+
+def assert_run_within_budget(results):
+    """The run's own recorded wall time, where it was made on a CPU of two cores or fewer (a machine
+    with more cores or a GPU is not the one the budget is for)."""
+    env = results["environment"]
+    if env["device"] == "cpu" and env["cpu_count"] <= 2:
+        seconds = results["wall_seconds"]
+        assert seconds <= EXPERIMENT_BUDGET_SECONDS, (
+            f"make experiment took {seconds:.0f} s on {env['cpu_count']} cores, over the budget of "
+            f"{EXPERIMENT_BUDGET_SECONDS} s"
+        )
+
+
+def test_the_time_budget_reads_the_run_it_is_given():
+    results = ex.load_results(DATA / "extrapolation.json")
+    assert_run_within_budget({**results, "wall_seconds": EXPERIMENT_BUDGET_SECONDS})
+    with pytest.raises(AssertionError, match="over the budget"):
+        assert_run_within_budget({**results, "wall_seconds": EXPERIMENT_BUDGET_SECONDS + 1})
+    on_a_gpu = {**results["environment"], "device": "cuda"}
+    assert_run_within_budget({**results, "environment": on_a_gpu, "wall_seconds": 10 * EXPERIMENT_BUDGET_SECONDS})
+    many_cores = {**results["environment"], "cpu_count": 16}
+    assert_run_within_budget({**results, "environment": many_cores, "wall_seconds": 10 * EXPERIMENT_BUDGET_SECONDS})
 
 
 # ----------------------------------------------------------------------------------------------
