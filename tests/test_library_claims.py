@@ -695,3 +695,11 @@ def test_deepseek_v3_moves_the_yarn_factor_into_the_softmax_scale():
     )[1]  # 0.1 ln s + 1
     attention = mod.DeepseekV3Attention(config, layer_idx=0)
     assert attention.scaling == pytest.approx((16 + 8) ** -0.5 * plain_yarn**2, rel=1e-12)
+
+
+def test_llama4_config_switches_the_nope_temperature_on_by_default():
+    """transformers' Llama 4 config turns on the NoPE layers' position temperature by default (Meta's own
+    ``ModelArgs`` leaves it off), as notebook 09, section 4, says; the wrong claim: off in both."""
+    config = transformers.Llama4TextConfig()
+    assert config.attn_temperature_tuning
+    assert config.floor_scale == 8192 and math.isclose(config.attn_scale, 0.1)
